@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Set up everything rscntr needs, idempotently, cached in .deps/ (git-ignored):
+#   apt packages, libfabric 2.1.0 + fabtests built from Debian's orig tarball, a venv with the
+#   MPICH wheel (its bundled libfabric 2.5.1 is a second runtime to test against), and rscntr
+#   itself, staged as target/fi/librscntr-fi.so (the directory is usable as FI_PROVIDER_PATH).
+# A second run only rebuilds rscntr (cargo is incremental) and finishes in seconds.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/env.sh"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+mkdir -p "$DEPS/stamps" "$DEPS/dl" "$DEPS/logs"
+
+# ---- apt --------------------------------------------------------------------------------------
+APT_PKGS=(build-essential pkg-config autoconf automake libtool libclang-dev xz-utils curl
+          python3-venv valgrind)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "apt-get install ${missing[*]}"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -q >"$DEPS/logs/apt-update.log" 2>&1
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}" >"$DEPS/logs/apt-install.log" 2>&1
+fi
+
+# ---- Debian source tarballs --------------------------------------------------------------------
+# The pool is reached through the Debian mirror apt is configured with on this machine
+# (override with RSCNTR_DEBIAN_MIRROR).
+debian_mirror() {
+    if [ -n "${RSCNTR_DEBIAN_MIRROR:-}" ]; then echo "${RSCNTR_DEBIAN_MIRROR%/}"; return; fi
+    local u
+    u=$( (grep -hE '^[[:space:]]*URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null || true) \
+          | awk '{print $2}' | grep -E '/debian/?$' | head -n1)
+    [ -n "$u" ] || u=$( (grep -hE '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list \
+          /etc/apt/sources.list.d/*.list 2>/dev/null || true) | awk '{print $2}' | grep -E '/debian/?$' | head -n1)
+    [ -n "$u" ] || { log "no Debian mirror found in apt's sources; set RSCNTR_DEBIAN_MIRROR"; exit 1; }
+    echo "${u%/}"
+}
+
+fetch_pool() { # <pool path> <file> <sha256>
+    local dst="$DEPS/dl/$2"
+    if [ -f "$dst" ] && echo "$3  $dst" | sha256sum -c --status; then return; fi
+    log "downloading $2"
+    curl -fsSL --retry 3 -o "$dst.part" "$(debian_mirror)/pool/$1/$2"
+    echo "$3  $dst.part" | sha256sum -c --status || { log "sha256 mismatch for $2"; exit 1; }
+    mv "$dst.part" "$dst"
+}
+
+# ---- libfabric 2.1.0 + fabtests ---------------------------------------------------------------
+LF_TAR=libfabric_2.1.0.orig.tar.xz
+LF_SHA=1a66369772d5bb151737214af1c478993e969cf298e8f9ed369e7a2ab8d8c6df
+if [ ! -f "$DEPS/stamps/libfabric-2.1.0" ]; then
+    fetch_pool main/libf/libfabric "$LF_TAR" "$LF_SHA"
+    rm -rf "$DEPS/src/libfabric-2.1.0" "$LF_PREFIX"
+    mkdir -p "$DEPS/src"
+    tar -C "$DEPS/src" -xf "$DEPS/dl/$LF_TAR"
+    cd "$DEPS/src/libfabric-2.1.0"
+    log "building libfabric 2.1.0 (about a minute)"
+    { ./autogen.sh &&
+      ./configure --prefix="$LF_PREFIX" --disable-static --enable-only \
+         --enable-tcp=yes --enable-udp=yes --enable-shm=yes --enable-sm2=yes \
+         --enable-rxm=yes --enable-rxd=yes --enable-sockets=yes &&
+      make -j"$(nproc)" install; } >"$DEPS/logs/libfabric.log" 2>&1 \
+        || { tail -30 "$DEPS/logs/libfabric.log"; exit 1; }
+    touch "$DEPS/stamps/libfabric-2.1.0"
+    rm -f "$DEPS/stamps/fabtests-2.1.0"
+fi
+if [ ! -f "$DEPS/stamps/fabtests-2.1.0" ]; then
+    cd "$DEPS/src/libfabric-2.1.0/fabtests"
+    log "building fabtests 2.1.0"
+    rm -rf "$FT_PREFIX"
+    { ./autogen.sh &&
+      ./configure --prefix="$FT_PREFIX" --with-libfabric="$LF_PREFIX" --disable-efa --disable-lpp &&
+      make -j"$(nproc)" install; } >"$DEPS/logs/fabtests.log" 2>&1 \
+        || { tail -30 "$DEPS/logs/fabtests.log"; exit 1; }
+    touch "$DEPS/stamps/fabtests-2.1.0"
+fi
+
+# ---- MPICH wheel: a second libfabric runtime (2.5.1) ------------------------------------------
+if [ ! -f "$DEPS/stamps/venv-mpich" ]; then
+    log "pip install mpich (bundles libfabric 2.5.1)"
+    rm -rf "$MPICH_VENV"
+    { python3 -m venv "$MPICH_VENV" && "$MPICH_VENV/bin/pip" install -q mpich; } \
+        >"$DEPS/logs/venv-mpich.log" 2>&1 || { tail -20 "$DEPS/logs/venv-mpich.log"; exit 1; }
+    touch "$DEPS/stamps/venv-mpich"
+fi
+
+# ---- rscntr -----------------------------------------------------------------------------------
+cd "$ROOT"
+log "cargo build --release"
+cargo build --release --quiet
+mkdir -p "$PROV_DIR"
+install -m 0755 "$ROOT/target/release/librscntr.so" "$PROV_DIR/librscntr-fi.so"
+log "staged $PROV_DIR/librscntr-fi.so"

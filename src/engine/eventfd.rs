@@ -1,0 +1,40 @@
+//! A non-blocking Linux eventfd: the file descriptor an FI_WAIT_FD counter hands out.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: eventfd has no memory arguments; the result is checked before use.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Makes the fd readable (adds 1 to the eventfd's count).
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own fd. A full count (EAGAIN) already
+        // means readable, so the result needs no handling.
+        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Consumes a pending signal, if any, so the fd is no longer readable.
+    pub fn drain(&self) {
+        let mut buf: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64; EAGAIN (nothing pending) is fine.
+        unsafe { libc::read(self.0.as_raw_fd(), (&mut buf as *mut u64).cast(), 8) };
+    }
+}
+
+impl AsRawFd for EventFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}

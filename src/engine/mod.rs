@@ -1,0 +1,44 @@
+//! The counter engine: counters, their wait strategies and the wake protocol.
+//!
+//! Nothing in here knows about libfabric. The provider glue (`crate::cntr`) maps these types and
+//! errors onto `fid_cntr` and `-FI_E*` values, so the engine can be tested on its own.
+
+pub mod backoff;
+mod counter;
+mod eventfd;
+
+pub use backoff::Backoff;
+pub use counter::{Counter, TryWaitError, WaitError, WaitStrategy};
+pub use eventfd::EventFd;
+
+use std::time::{Duration, Instant};
+
+/// How long a wait may take, from libfabric's `int timeout` in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timeout {
+    /// Check once and return: no clock read, no syscall.
+    Poll,
+    /// Give up after this long.
+    After(Duration),
+    /// Wait until the condition holds.
+    Never,
+}
+
+impl Timeout {
+    /// libfabric's convention: negative waits forever, 0 polls once, positive is milliseconds.
+    pub fn from_ms(ms: i32) -> Self {
+        match ms {
+            i32::MIN..=-1 => Timeout::Never,
+            0 => Timeout::Poll,
+            ms => Timeout::After(Duration::from_millis(ms as u64)),
+        }
+    }
+
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Timeout::Poll => Some(Instant::now()),
+            Timeout::After(d) => Instant::now().checked_add(d),
+            Timeout::Never => None,
+        }
+    }
+}

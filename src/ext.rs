@@ -1,0 +1,59 @@
+//! rscntr's extension API, opened with `fi_open_ops` on a domain. The C header
+//! `include/rdma/fi_ext_rscntr.h` is generated from this file by cbindgen (see tests/header.rs).
+
+use crate::cntr::{self, Backend};
+use crate::ffi;
+use std::ffi::{CStr, c_int, c_void};
+
+/// The name to pass to `fi_open_ops` on an rscntr domain.
+pub const FI_RSCNTR_DOMAIN_OPS_V1: &str = "rscntr_domain_ops_v1";
+pub(crate) const DOMAIN_OPS_NAME: &CStr = c"rscntr_domain_ops_v1";
+
+/// What backs a counter.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum fi_rscntr_backend {
+    /// Lock-free atomics in host memory.
+    FI_RSCNTR_BACKEND_SOFTWARE = 1,
+    /// An rdma-core completion counter on the device.
+    FI_RSCNTR_BACKEND_HARDWARE = 2,
+}
+
+/// The ops table `fi_open_ops(&domain->fid, FI_RSCNTR_DOMAIN_OPS_V1, 0, &ops, NULL)` returns.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct fi_rscntr_domain_ops {
+    /// sizeof(struct fi_rscntr_domain_ops) as rscntr built it; check before using newer ops.
+    pub size: usize,
+    /// Stores which backend `cntr` uses. Returns 0, or -FI_EINVAL if `cntr` is not an rscntr
+    /// counter or `backend` is NULL.
+    pub cntr_backend:
+        Option<unsafe extern "C" fn(cntr: *mut fid_cntr, backend: *mut fi_rscntr_backend) -> c_int>,
+}
+
+use crate::ofi::fid_cntr;
+
+static DOMAIN_OPS: fi_rscntr_domain_ops = fi_rscntr_domain_ops {
+    size: std::mem::size_of::<fi_rscntr_domain_ops>(),
+    cntr_backend: Some(cntr_backend),
+};
+
+pub(crate) fn domain_ops() -> *mut c_void {
+    &DOMAIN_OPS as *const _ as *mut c_void
+}
+
+unsafe extern "C" fn cntr_backend(cntr: *mut fid_cntr, backend: *mut fi_rscntr_backend) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: the caller passes a counter fid (checked to be ours) and an out pointer.
+        let cntr = match unsafe { cntr::lookup(cntr) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        let value = match cntr.backend() {
+            Backend::Software => fi_rscntr_backend::FI_RSCNTR_BACKEND_SOFTWARE,
+        };
+        // SAFETY: NULL or the caller's out pointer.
+        ffi::status(unsafe { ffi::write_out(backend, value, "backend") })
+    }
+}

@@ -1,0 +1,222 @@
+//! The C boundary: panic containment, error codes, pointer checks and the generic "not
+//! supported" ops every fid class shares.
+
+use crate::ofi;
+use std::ffi::{c_char, c_int, c_void};
+
+/// libfabric error codes as the negative `int` the C API returns.
+pub mod err {
+    use crate::ofi;
+    use std::ffi::c_int;
+    pub const EAGAIN: c_int = -(ofi::FI_EAGAIN as c_int);
+    pub const ENOMEM: c_int = -(ofi::FI_ENOMEM as c_int);
+    pub const EBUSY: c_int = -(ofi::FI_EBUSY as c_int);
+    pub const EINVAL: c_int = -(ofi::FI_EINVAL as c_int);
+    pub const ENOSPC: c_int = -(ofi::FI_ENOSPC as c_int);
+    pub const ENOSYS: c_int = -(ofi::FI_ENOSYS as c_int);
+    pub const ENODATA: c_int = -(ofi::FI_ENODATA as c_int);
+    pub const ETIMEDOUT: c_int = -(ofi::FI_ETIMEDOUT as c_int);
+    pub const EOTHER: c_int = -(ofi::FI_EOTHER as c_int);
+    pub const ETOOSMALL: c_int = -(ofi::FI_ETOOSMALL as c_int);
+    pub const EAVAIL: c_int = -(ofi::FI_EAVAIL as c_int);
+    pub const EBADFLAGS: c_int = -(ofi::FI_EBADFLAGS as c_int);
+}
+
+/// The value an `extern "C"` entry returns when its body panicked.
+pub trait PanicValue {
+    fn panic_value() -> Self;
+}
+impl PanicValue for c_int {
+    fn panic_value() -> Self {
+        err::EOTHER
+    }
+}
+impl PanicValue for isize {
+    fn panic_value() -> Self {
+        err::EOTHER as isize
+    }
+}
+/// `fi_cntr_read` has no error channel: a panicking read reports 0.
+impl PanicValue for u64 {
+    fn panic_value() -> Self {
+        0
+    }
+}
+impl PanicValue for () {
+    fn panic_value() -> Self {}
+}
+impl<T> PanicValue for *mut T {
+    fn panic_value() -> Self {
+        std::ptr::null_mut()
+    }
+}
+impl<T> PanicValue for *const T {
+    fn panic_value() -> Self {
+        std::ptr::null()
+    }
+}
+
+/// Runs the body of an `extern "C"` function so that no panic unwinds into C: a panic is
+/// logged and turned into the return type's [`PanicValue`] (-FI_EOTHER for status codes).
+#[macro_export]
+macro_rules! ffi_boundary {
+    ($($body:tt)*) => {
+        match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| { $($body)* })) {
+            Ok(v) => v,
+            Err(payload) => {
+                $crate::ffi::report_panic($crate::function_name!(), payload.as_ref());
+                $crate::ffi::PanicValue::panic_value()
+            }
+        }
+    };
+}
+
+/// Turns `Result<(), c_int>` style bodies into the C status convention.
+pub fn status(r: Result<(), c_int>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+pub fn report_panic(func: &str, payload: &(dyn std::any::Any + Send)) {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(non-string panic payload)");
+    crate::log::log(
+        crate::log::Level::Warn,
+        crate::log::Subsys::Core,
+        func,
+        line!(),
+        format_args!("panic caught at the C boundary, returning an error: {msg}"),
+    );
+}
+
+/// A Rust object that is handed to C as a fid: `#[repr(C)]` with its libfabric fid struct
+/// (which starts with `struct fid`) as the first field.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]` with a libfabric fid struct at offset 0 whose `struct fid`
+/// has `fclass == FCLASS` and `ops == Self::fi_ops()` for every object of the type.
+pub unsafe trait FidObject: Sized {
+    const FCLASS: u32;
+    const NAME: &'static str;
+    fn fi_ops() -> *const ofi::fi_ops;
+}
+
+/// The one pointer check: a non-NULL fid of the right class whose ops table is ours.
+///
+/// # Safety
+/// `fid` must be NULL or point to a readable `struct fid`.
+pub unsafe fn object<'a, T: FidObject>(fid: *mut ofi::fid) -> Result<&'a T, c_int> {
+    if fid.is_null() {
+        crate::fi_warn!(Core, "NULL {} passed", T::NAME);
+        return Err(err::EINVAL);
+    }
+    // SAFETY: non-NULL and, by the caller's contract, a readable `struct fid`.
+    let header = unsafe { &*fid };
+    if header.fclass as u32 != T::FCLASS || !std::ptr::eq(header.ops, T::fi_ops()) {
+        crate::fi_warn!(Core, "fid {fid:p} is not an rscntr {}", T::NAME);
+        return Err(err::EINVAL);
+    }
+    // SAFETY: class and ops table match, so this fid was made by `into_fid::<T>` and, by the
+    // FidObject contract, sits at offset 0 of a live `T`.
+    Ok(unsafe { &*(fid as *const T) })
+}
+
+/// Hands a new object to C; it lives until [`release`] takes it back.
+pub fn into_fid<T: FidObject>(obj: Box<T>) -> *mut ofi::fid {
+    Box::into_raw(obj).cast()
+}
+
+/// Takes back an object made by [`into_fid`], to drop it.
+///
+/// # Safety
+/// `obj` must come from [`object`] on a fid made by [`into_fid`], and C must not use it again.
+pub unsafe fn release<T: FidObject>(obj: &T) -> Box<T> {
+    // SAFETY: the object was leaked from a Box by `into_fid` (caller's contract).
+    unsafe { Box::from_raw(obj as *const T as *mut T) }
+}
+
+/// Stores `value` through an out pointer, or fails with -FI_EINVAL on NULL.
+///
+/// # Safety
+/// `out` must be NULL or valid for a write of `T`.
+pub unsafe fn write_out<T>(out: *mut T, value: T, what: &str) -> Result<(), c_int> {
+    if out.is_null() {
+        crate::fi_warn!(Core, "NULL {what} out pointer");
+        return Err(err::EINVAL);
+    }
+    // SAFETY: non-NULL and valid for writes by the caller's contract.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+// Generic ops for what a fid class does not support. They touch none of their arguments.
+pub unsafe extern "C" fn no_bind(_: *mut ofi::fid, _: *mut ofi::fid, _: u64) -> c_int {
+    err::ENOSYS
+}
+pub unsafe extern "C" fn no_control(_: *mut ofi::fid, _: c_int, _: *mut c_void) -> c_int {
+    err::ENOSYS
+}
+pub unsafe extern "C" fn no_ops_open(
+    _: *mut ofi::fid,
+    _: *const c_char,
+    _: u64,
+    _: *mut *mut c_void,
+    _: *mut c_void,
+) -> c_int {
+    err::ENOSYS
+}
+pub unsafe extern "C" fn no_tostr(_: *const ofi::fid, _: *mut c_char, _: usize) -> c_int {
+    err::ENOSYS
+}
+pub unsafe extern "C" fn no_ops_set(
+    _: *mut ofi::fid,
+    _: *const c_char,
+    _: u64,
+    _: *mut c_void,
+    _: *mut c_void,
+) -> c_int {
+    err::ENOSYS
+}
+/// Fills slots that newer libfabric headers call without `FI_CHECK_OP` (the XPU exports):
+/// the SysV ABI lets one pointer-argument stub stand in for each of them.
+pub unsafe extern "C" fn no_xpu(
+    _: *mut c_void,
+    _: *mut c_void,
+    _: *mut c_void,
+    _: *mut c_void,
+) -> c_int {
+    err::ENOSYS
+}
+
+/// The fi_ops of a class, with only `close` (and optionally control/ops_open) of its own.
+pub const fn fi_ops(
+    close: unsafe extern "C" fn(*mut ofi::fid) -> c_int,
+    control: unsafe extern "C" fn(*mut ofi::fid, c_int, *mut c_void) -> c_int,
+    ops_open: unsafe extern "C" fn(
+        *mut ofi::fid,
+        *const c_char,
+        u64,
+        *mut *mut c_void,
+        *mut c_void,
+    ) -> c_int,
+) -> ofi::fi_ops {
+    ofi::fi_ops {
+        size: std::mem::size_of::<ofi::fi_ops>(),
+        close: Some(close),
+        bind: Some(no_bind),
+        control: Some(control),
+        ops_open: Some(ops_open),
+        tostr: Some(no_tostr),
+        ops_set: Some(no_ops_set),
+    }
+}
+
+/// A `struct fid` header for a new object.
+pub fn fid_header(fclass: u32, context: *mut c_void, ops: &'static ofi::fi_ops) -> ofi::fid {
+    ofi::fid { fclass: fclass as usize, context, ops: ops as *const _ as *mut _ }
+}

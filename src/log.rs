@@ -1,0 +1,87 @@
+//! Logging through libfabric's `fi_log`, so FI_LOG_LEVEL / FI_LOG_SUBSYS / FI_LOG_PROV apply.
+
+use crate::{ofi, prov};
+use std::ffi::CString;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Level {
+    Warn,
+    Info,
+    Debug,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Subsys {
+    Core,
+    Fabric,
+    Domain,
+    Eq,
+    Cntr,
+}
+
+/// Writes one log line if libfabric has logging enabled for it. Before `fi_prov_ini` ran (in
+/// cargo's own tests) there is no libfabric to log to and nothing is written.
+pub fn log(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Arguments) {
+    let Some(provider) = prov::registered() else { return };
+    let level = match level {
+        Level::Warn => ofi::fi_log_level_FI_LOG_WARN,
+        Level::Info => ofi::fi_log_level_FI_LOG_INFO,
+        Level::Debug => ofi::fi_log_level_FI_LOG_DEBUG,
+    };
+    let subsys = match subsys {
+        Subsys::Core => ofi::fi_log_subsys_FI_LOG_CORE,
+        Subsys::Fabric => ofi::fi_log_subsys_FI_LOG_FABRIC,
+        Subsys::Domain => ofi::fi_log_subsys_FI_LOG_DOMAIN,
+        Subsys::Eq => ofi::fi_log_subsys_FI_LOG_EQ,
+        Subsys::Cntr => ofi::fi_log_subsys_FI_LOG_CNTR,
+    };
+    // SAFETY: `provider` is the registered provider; fi_log_enabled only reads it.
+    if unsafe { ofi::fi_log_enabled(provider, level, subsys) } == 0 {
+        return;
+    }
+    let text = CString::new(format!("{msg}\n").replace('\0', "\\0")).unwrap_or_default();
+    let func = CString::new(func).unwrap_or_default();
+    // SAFETY: "%s" consumes exactly the one NUL-terminated string passed.
+    unsafe {
+        ofi::fi_log(provider, level, subsys, func.as_ptr(), line as i32, c"%s".as_ptr(), text.as_ptr())
+    };
+}
+
+/// The name of the enclosing function, for log lines (libfabric prints `func():line`).
+#[macro_export]
+macro_rules! function_name {
+    () => {{
+        fn f() {}
+        fn type_name_of<T>(_: T) -> &'static str {
+            ::std::any::type_name::<T>()
+        }
+        let name = type_name_of(f);
+        let name = &name[..name.len() - 3];
+        name.rsplit("::").find(|s| *s != "{{closure}}").unwrap_or(name)
+    }};
+}
+
+#[macro_export]
+macro_rules! fi_warn {
+    ($subsys:ident, $($arg:tt)*) => {
+        $crate::log::log($crate::log::Level::Warn, $crate::log::Subsys::$subsys,
+            $crate::function_name!(), line!(), format_args!($($arg)*))
+    };
+}
+
+#[macro_export]
+macro_rules! fi_info {
+    ($subsys:ident, $($arg:tt)*) => {
+        $crate::log::log($crate::log::Level::Info, $crate::log::Subsys::$subsys,
+            $crate::function_name!(), line!(), format_args!($($arg)*))
+    };
+}
+
+#[macro_export]
+macro_rules! fi_dbg {
+    ($subsys:ident, $($arg:tt)*) => {
+        $crate::log::log($crate::log::Level::Debug, $crate::log::Subsys::$subsys,
+            $crate::function_name!(), line!(), format_args!($($arg)*))
+    };
+}
