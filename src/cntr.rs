@@ -115,8 +115,12 @@ fn parse_attr(attr: Option<&ofi::fi_cntr_attr>) -> Result<Config, c_int> {
             return Err(err::EINVAL);
         }
         ofi::fi_wait_obj_FI_WAIT_SET | ofi::fi_wait_obj_FI_WAIT_MUTEX_COND => {
-            fi_warn!(Cntr, "wait object {} is deprecated and not supported; use FI_WAIT_FD, \
-                            FI_WAIT_YIELD or FI_WAIT_UNSPEC", attr.wait_obj);
+            fi_warn!(
+                Cntr,
+                "wait object {} is deprecated and not supported; use FI_WAIT_FD, \
+                            FI_WAIT_YIELD or FI_WAIT_UNSPEC",
+                attr.wait_obj
+            );
             return Err(err::ENOSYS);
         }
         ofi::fi_wait_obj_FI_WAIT_POLLFD => {
@@ -128,7 +132,11 @@ fn parse_attr(attr: Option<&ofi::fi_cntr_attr>) -> Result<Config, c_int> {
             return Err(err::EINVAL);
         }
     };
-    Ok(Config { events: attr.events, wait_obj: attr.wait_obj, strategy })
+    Ok(Config {
+        events: attr.events,
+        wait_obj: attr.wait_obj,
+        strategy,
+    })
 }
 
 pub unsafe extern "C" fn cntr_open(
@@ -316,8 +324,11 @@ pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
         Ok(()) => 0,
         Err(TryWaitError::Pending) => err::EAGAIN,
         Err(TryWaitError::NoFd) => {
-            fi_warn!(Cntr, "fi_trywait on a counter without FI_WAIT_FD (wait object {})",
-                cntr.wait_obj);
+            fi_warn!(
+                Cntr,
+                "fi_trywait on a counter without FI_WAIT_FD (wait object {})",
+                cntr.wait_obj
+            );
             err::EINVAL
         }
     }

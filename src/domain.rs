@@ -128,7 +128,11 @@ impl Domain {
         let claimed = self.cntr_slots.fetch_add(1, Ordering::AcqRel);
         if claimed >= info::MAX_CNTRS {
             self.cntr_slots.fetch_sub(1, Ordering::AcqRel);
-            fi_warn!(Domain, "domain already has cntr_cnt = {} counters open", info::MAX_CNTRS);
+            fi_warn!(
+                Domain,
+                "domain already has cntr_cnt = {} counters open",
+                info::MAX_CNTRS
+            );
             return Err(err::ENOSPC);
         }
         self.children.add();
@@ -184,7 +188,7 @@ unsafe extern "C" fn domain_ops_open(
         }
         // SAFETY: non-NULL C string from the caller.
         let name = unsafe { CStr::from_ptr(name) };
-        if name != ext::DOMAIN_OPS_NAME {
+        if name != ext::FI_RSCNTR_DOMAIN_OPS_V1 {
             fi_warn!(Domain, "unknown ops name {:?}", name);
             return err::ENOSYS;
         }
@@ -206,15 +210,82 @@ macro_rules! not_yet {
         }
     };
 }
-not_yet!(no_av_open(*mut ofi::fid_domain, *mut ofi::fi_av_attr, *mut *mut ofi::fid_av, *mut c_void), "fi_av_open");
-not_yet!(no_cq_open(*mut ofi::fid_domain, *mut ofi::fi_cq_attr, *mut *mut ofi::fid_cq, *mut c_void), "fi_cq_open");
-not_yet!(no_endpoint(*mut ofi::fid_domain, *mut ofi::fi_info, *mut *mut ofi::fid_ep, *mut c_void), "fi_endpoint");
-not_yet!(no_endpoint2(*mut ofi::fid_domain, *mut ofi::fi_info, *mut *mut ofi::fid_ep, u64, *mut c_void), "fi_endpoint2");
-not_yet!(no_poll_open(*mut ofi::fid_domain, *mut ofi::fi_poll_attr, *mut *mut ofi::fid_poll), "fi_poll_open");
-not_yet!(no_stx_ctx(*mut ofi::fid_domain, *mut ofi::fi_tx_attr, *mut *mut ofi::fid_stx, *mut c_void), "fi_stx_context");
-not_yet!(no_srx_ctx(*mut ofi::fid_domain, *mut ofi::fi_rx_attr, *mut *mut ofi::fid_ep, *mut c_void), "fi_srx_context");
-not_yet!(no_query_atomic(*mut ofi::fid_domain, ofi::fi_datatype, ofi::fi_op, *mut ofi::fi_atomic_attr, u64), "fi_query_atomic");
-not_yet!(no_query_collective(*mut ofi::fid_domain, ofi::fi_collective_op, *mut ofi::fi_collective_attr, u64), "fi_query_collective");
-not_yet!(no_mr_reg(*mut ofi::fid, *const c_void, usize, u64, u64, u64, u64, *mut *mut ofi::fid_mr, *mut c_void), "fi_mr_reg");
-not_yet!(no_mr_regv(*mut ofi::fid, *const libc::iovec, usize, u64, u64, u64, u64, *mut *mut ofi::fid_mr, *mut c_void), "fi_mr_regv");
-not_yet!(no_mr_regattr(*mut ofi::fid, *const ofi::fi_mr_attr, u64, *mut *mut ofi::fid_mr), "fi_mr_regattr");
+not_yet!(
+    no_av_open(*mut ofi::fid_domain, *mut ofi::fi_av_attr, *mut *mut ofi::fid_av, *mut c_void),
+    "fi_av_open"
+);
+not_yet!(
+    no_cq_open(*mut ofi::fid_domain, *mut ofi::fi_cq_attr, *mut *mut ofi::fid_cq, *mut c_void),
+    "fi_cq_open"
+);
+not_yet!(
+    no_endpoint(*mut ofi::fid_domain, *mut ofi::fi_info, *mut *mut ofi::fid_ep, *mut c_void),
+    "fi_endpoint"
+);
+not_yet!(
+    no_endpoint2(*mut ofi::fid_domain, *mut ofi::fi_info, *mut *mut ofi::fid_ep, u64, *mut c_void),
+    "fi_endpoint2"
+);
+not_yet!(
+    no_poll_open(*mut ofi::fid_domain, *mut ofi::fi_poll_attr, *mut *mut ofi::fid_poll),
+    "fi_poll_open"
+);
+not_yet!(
+    no_stx_ctx(*mut ofi::fid_domain, *mut ofi::fi_tx_attr, *mut *mut ofi::fid_stx, *mut c_void),
+    "fi_stx_context"
+);
+not_yet!(
+    no_srx_ctx(*mut ofi::fid_domain, *mut ofi::fi_rx_attr, *mut *mut ofi::fid_ep, *mut c_void),
+    "fi_srx_context"
+);
+not_yet!(
+    no_query_atomic(
+        *mut ofi::fid_domain,
+        ofi::fi_datatype,
+        ofi::fi_op,
+        *mut ofi::fi_atomic_attr,
+        u64,
+    ),
+    "fi_query_atomic"
+);
+not_yet!(
+    no_query_collective(
+        *mut ofi::fid_domain,
+        ofi::fi_collective_op,
+        *mut ofi::fi_collective_attr,
+        u64,
+    ),
+    "fi_query_collective"
+);
+not_yet!(
+    no_mr_reg(
+        *mut ofi::fid,
+        *const c_void,
+        usize,
+        u64,
+        u64,
+        u64,
+        u64,
+        *mut *mut ofi::fid_mr,
+        *mut c_void,
+    ),
+    "fi_mr_reg"
+);
+not_yet!(
+    no_mr_regv(
+        *mut ofi::fid,
+        *const libc::iovec,
+        usize,
+        u64,
+        u64,
+        u64,
+        u64,
+        *mut *mut ofi::fid_mr,
+        *mut c_void,
+    ),
+    "fi_mr_regv"
+);
+not_yet!(
+    no_mr_regattr(*mut ofi::fid, *const ofi::fi_mr_attr, u64, *mut *mut ofi::fid_mr),
+    "fi_mr_regattr"
+);

@@ -155,9 +155,17 @@ unsafe extern "C" fn eq_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_
 
 impl Eq {
     /// Copies the head entry out; removes it unless `peek`.
-    fn pop_into(&self, q: &mut VecDeque<(u32, Vec<u8>)>, event: *mut u32, buf: *mut c_void,
-                len: usize, peek: bool) -> isize {
-        let Some((ev, data)) = q.front() else { return err::EAGAIN as isize };
+    fn pop_into(
+        &self,
+        q: &mut VecDeque<(u32, Vec<u8>)>,
+        event: *mut u32,
+        buf: *mut c_void,
+        len: usize,
+        peek: bool,
+    ) -> isize {
+        let Some((ev, data)) = q.front() else {
+            return err::EAGAIN as isize;
+        };
         if data.len() > len || (buf.is_null() && !data.is_empty()) {
             return err::ETOOSMALL as isize;
         }
@@ -182,8 +190,13 @@ impl Eq {
     }
 }
 
-unsafe extern "C" fn eq_read(eq: *mut ofi::fid_eq, event: *mut u32, buf: *mut c_void, len: usize,
-                             flags: u64) -> isize {
+unsafe extern "C" fn eq_read(
+    eq: *mut ofi::fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    flags: u64,
+) -> isize {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
         let eq = match unsafe { get(eq) } {
@@ -195,8 +208,14 @@ unsafe extern "C" fn eq_read(eq: *mut ofi::fid_eq, event: *mut u32, buf: *mut c_
     }
 }
 
-unsafe extern "C" fn eq_sread(eq: *mut ofi::fid_eq, event: *mut u32, buf: *mut c_void, len: usize,
-                              timeout: c_int, flags: u64) -> isize {
+unsafe extern "C" fn eq_sread(
+    eq: *mut ofi::fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    timeout: c_int,
+    flags: u64,
+) -> isize {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
         let eq = match unsafe { get(eq) } {
@@ -224,8 +243,11 @@ unsafe extern "C" fn eq_sread(eq: *mut ofi::fid_eq, event: *mut u32, buf: *mut c
 }
 
 /// rscntr queues no error entries, so there is never one to read.
-unsafe extern "C" fn eq_readerr(eq: *mut ofi::fid_eq, _buf: *mut ofi::fi_eq_err_entry,
-                                _flags: u64) -> isize {
+unsafe extern "C" fn eq_readerr(
+    eq: *mut ofi::fid_eq,
+    _buf: *mut ofi::fi_eq_err_entry,
+    _flags: u64,
+) -> isize {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
         match unsafe { get(eq) } {
@@ -235,8 +257,13 @@ unsafe extern "C" fn eq_readerr(eq: *mut ofi::fid_eq, _buf: *mut ofi::fi_eq_err_
     }
 }
 
-unsafe extern "C" fn eq_write(eq: *mut ofi::fid_eq, event: u32, buf: *const c_void, len: usize,
-                              _flags: u64) -> isize {
+unsafe extern "C" fn eq_write(
+    eq: *mut ofi::fid_eq,
+    event: u32,
+    buf: *const c_void,
+    len: usize,
+    _flags: u64,
+) -> isize {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
         let eq = match unsafe { get(eq) } {
@@ -271,8 +298,13 @@ unsafe extern "C" fn eq_write(eq: *mut ofi::fid_eq, event: u32, buf: *const c_vo
     }
 }
 
-unsafe extern "C" fn eq_strerror(_eq: *mut ofi::fid_eq, prov_errno: c_int, _err_data: *const c_void,
-                                 buf: *mut c_char, len: usize) -> *const c_char {
+unsafe extern "C" fn eq_strerror(
+    _eq: *mut ofi::fid_eq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
     crate::ffi_boundary! {
         // SAFETY: fi_strerror returns a static C string for any code.
         let s = unsafe { ofi::fi_strerror(prov_errno.abs()) };
@@ -302,5 +334,9 @@ pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
         fi_warn!(Eq, "fi_trywait on an EQ without FI_WAIT_FD");
         return err::EINVAL;
     }
-    if eq.queue.lock().is_empty() { 0 } else { err::EAGAIN }
+    if eq.queue.lock().is_empty() {
+        0
+    } else {
+        err::EAGAIN
+    }
 }

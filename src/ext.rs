@@ -6,8 +6,7 @@ use crate::ffi;
 use std::ffi::{CStr, c_int, c_void};
 
 /// The name to pass to `fi_open_ops` on an rscntr domain.
-pub const FI_RSCNTR_DOMAIN_OPS_V1: &str = "rscntr_domain_ops_v1";
-pub(crate) const DOMAIN_OPS_NAME: &CStr = c"rscntr_domain_ops_v1";
+pub const FI_RSCNTR_DOMAIN_OPS_V1: &CStr = c"rscntr_domain_ops_v1";
 
 /// What backs a counter.
 #[repr(C)]

@@ -218,5 +218,9 @@ pub const fn fi_ops(
 
 /// A `struct fid` header for a new object.
 pub fn fid_header(fclass: u32, context: *mut c_void, ops: &'static ofi::fi_ops) -> ofi::fid {
-    ofi::fid { fclass: fclass as usize, context, ops: ops as *const _ as *mut _ }
+    ofi::fid {
+        fclass: fclass as usize,
+        context,
+        ops: ops as *const _ as *mut _,
+    }
 }

@@ -92,7 +92,10 @@ unsafe fn check_request(
                 return Err("rscntr serves only FI_EP_RDM");
             }
         }
-        for caps in [h.tx_attr.as_ref().map(|a| a.caps), h.rx_attr.as_ref().map(|a| a.caps)] {
+        for caps in [
+            h.tx_attr.as_ref().map(|a| a.caps),
+            h.rx_attr.as_ref().map(|a| a.caps),
+        ] {
             if caps.unwrap_or(0) & !PROV_CAPS != 0 {
                 return Err("tx/rx hints ask for capabilities rscntr does not offer");
             }
@@ -121,7 +124,10 @@ unsafe fn check_request(
 /// `name` is NULL or a C string.
 unsafe fn name_matches(name: *const c_char) -> bool {
     // SAFETY: caller's contract.
-    name.is_null() || unsafe { CStr::from_ptr(name) }.to_bytes().eq_ignore_ascii_case(prov::NAME.as_bytes())
+    name.is_null()
+        || unsafe { CStr::from_ptr(name) }
+            .to_bytes()
+            .eq_ignore_ascii_case(prov::NAME.as_bytes())
 }
 
 /// Accepts `rscntr`, and layered forms where `rscntr` is the only positive name; rejects any
@@ -146,7 +152,11 @@ unsafe fn check_prov_name(prov_name: *const c_char) -> Result<(), Mismatch> {
             None => return Err("hints name another provider"),
         }
     }
-    if named_us || text.split(';').all(|p| p.trim().is_empty() || p.trim().starts_with('^')) {
+    if named_us
+        || text
+            .split(';')
+            .all(|p| p.trim().is_empty() || p.trim().starts_with('^'))
+    {
         Ok(())
     } else {
         Err("hints name another provider")
@@ -166,7 +176,13 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
     let dom_hint = hints.and_then(|h| unsafe { h.domain_attr.as_ref() });
     // SAFETY: the attr pointers of a fresh info are valid and distinct.
     let (tx, rx, ep, dom, fab) = unsafe {
-        (&mut *i.tx_attr, &mut *i.rx_attr, &mut *i.ep_attr, &mut *i.domain_attr, &mut *i.fabric_attr)
+        (
+            &mut *i.tx_attr,
+            &mut *i.rx_attr,
+            &mut *i.ep_attr,
+            &mut *i.domain_attr,
+            &mut *i.fabric_attr,
+        )
     };
     i.caps = PROV_CAPS;
     i.mode = 0;
@@ -186,16 +202,23 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
 
     // Counters are thread safe and progress on their own: echo whatever the application asked.
     let echo = |asked: u32, default: u32| if asked != 0 { asked } else { default };
-    dom.threading = echo(dom_hint.map_or(0, |d| d.threading), ofi::fi_threading_FI_THREAD_SAFE);
-    dom.control_progress =
-        echo(dom_hint.map_or(0, |d| d.control_progress), ofi::fi_progress_FI_PROGRESS_AUTO);
+    dom.threading = echo(
+        dom_hint.map_or(0, |d| d.threading),
+        ofi::fi_threading_FI_THREAD_SAFE,
+    );
+    dom.control_progress = echo(
+        dom_hint.map_or(0, |d| d.control_progress),
+        ofi::fi_progress_FI_PROGRESS_AUTO,
+    );
     // SAFETY: `data_progress` and `progress` are one enum under two names (a C union).
     dom.__bindgen_anon_1.data_progress = echo(
         dom_hint.map_or(0, |d| unsafe { d.__bindgen_anon_1.data_progress }),
         ofi::fi_progress_FI_PROGRESS_AUTO,
     );
-    dom.resource_mgmt =
-        echo(dom_hint.map_or(0, |d| d.resource_mgmt), ofi::fi_resource_mgmt_FI_RM_ENABLED);
+    dom.resource_mgmt = echo(
+        dom_hint.map_or(0, |d| d.resource_mgmt),
+        ofi::fi_resource_mgmt_FI_RM_ENABLED,
+    );
     dom.av_type = ofi::fi_av_type_FI_AV_UNSPEC;
     dom.mr_mode = 0;
     dom.cntr_cnt = MAX_CNTRS;
@@ -206,8 +229,12 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
         // two u64 fields right after the 2.1 layout (checked at compile time above).
         unsafe {
             let base = (dom as *mut ofi::fi_domain_attr).cast::<u8>();
-            base.add(MAX_CNTR_VALUE_OFFSET).cast::<u64>().write_unaligned(u64::MAX);
-            base.add(MAX_CNTR_VALUE_OFFSET + 8).cast::<u64>().write_unaligned(u64::MAX);
+            base.add(MAX_CNTR_VALUE_OFFSET)
+                .cast::<u64>()
+                .write_unaligned(u64::MAX);
+            base.add(MAX_CNTR_VALUE_OFFSET + 8)
+                .cast::<u64>()
+                .write_unaligned(u64::MAX);
         }
     }
     fab.prov_name = std::ptr::null_mut(); // libfabric fills in "rscntr"

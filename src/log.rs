@@ -23,7 +23,9 @@ pub enum Subsys {
 /// Writes one log line if libfabric has logging enabled for it. Before `fi_prov_ini` ran (in
 /// cargo's own tests) there is no libfabric to log to and nothing is written.
 pub fn log(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Arguments) {
-    let Some(provider) = prov::registered() else { return };
+    let Some(provider) = prov::registered() else {
+        return;
+    };
     let level = match level {
         Level::Warn => ofi::fi_log_level_FI_LOG_WARN,
         Level::Info => ofi::fi_log_level_FI_LOG_INFO,
@@ -44,7 +46,15 @@ pub fn log(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Argume
     let func = CString::new(func).unwrap_or_default();
     // SAFETY: "%s" consumes exactly the one NUL-terminated string passed.
     unsafe {
-        ofi::fi_log(provider, level, subsys, func.as_ptr(), line as i32, c"%s".as_ptr(), text.as_ptr())
+        ofi::fi_log(
+            provider,
+            level,
+            subsys,
+            func.as_ptr(),
+            line as i32,
+            c"%s".as_ptr(),
+            text.as_ptr(),
+        )
     };
 }
 
@@ -58,7 +68,9 @@ macro_rules! function_name {
         }
         let name = type_name_of(f);
         let name = &name[..name.len() - 3];
-        name.rsplit("::").find(|s| *s != "{{closure}}").unwrap_or(name)
+        name.rsplit("::")
+            .find(|s| *s != "{{closure}}")
+            .unwrap_or(name)
     }};
 }
 

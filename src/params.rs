@@ -25,8 +25,11 @@ pub fn define() {
                 .as_ptr(),
         )
     };
-    SPIN_LIMIT.store(read_int(SPIN, 0..=SPIN_MAX as c_int).map_or(
-        crate::engine::backoff::DEFAULT_SPIN_LIMIT, |v| v as u32), Ordering::Relaxed);
+    SPIN_LIMIT.store(
+        read_int(SPIN, 0..=SPIN_MAX as c_int)
+            .map_or(crate::engine::backoff::DEFAULT_SPIN_LIMIT, |v| v as u32),
+        Ordering::Relaxed,
+    );
 }
 
 pub fn spin_limit() -> u32 {
@@ -38,14 +41,21 @@ fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int
     let mut value: c_int = 0;
     // SAFETY: the parameter was defined as FI_PARAM_INT, so libfabric writes one int.
     let ret = unsafe {
-        ofi::fi_param_get(prov::provider_ptr(), name.as_ptr(), (&mut value as *mut c_int).cast())
+        ofi::fi_param_get(
+            prov::provider_ptr(),
+            name.as_ptr(),
+            (&mut value as *mut c_int).cast(),
+        )
     };
     if ret != 0 {
         return None;
     }
     if !range.contains(&value) {
-        crate::fi_warn!(Core, "FI_RSCNTR_{} = {value} is outside {range:?}; using the default",
-            name.to_string_lossy().to_uppercase());
+        crate::fi_warn!(
+            Core,
+            "FI_RSCNTR_{} = {value} is outside {range:?}; using the default",
+            name.to_string_lossy().to_uppercase()
+        );
         return None;
     }
     Some(value)

@@ -37,7 +37,9 @@ pub const API_2_5: u32 = fi_version(2, 5);
 static mut PROVIDER: ofi::fi_provider = ofi::fi_provider {
     version: PROVIDER_VERSION,
     fi_version: 0, // set by fi_prov_ini from the running library
-    context: ofi::fi_context { internal: [std::ptr::null_mut(); 4] },
+    context: ofi::fi_context {
+        internal: [std::ptr::null_mut(); 4],
+    },
     name: NAME_C.as_ptr(),
     getinfo: Some(crate::info::getinfo),
     fabric: Some(crate::fabric::fabric_open),

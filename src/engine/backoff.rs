@@ -25,7 +25,10 @@ impl Default for Backoff {
 
 impl Backoff {
     pub fn new(spin_limit: u32) -> Self {
-        Backoff { step: 0, spin_limit: spin_limit.min(16) }
+        Backoff {
+            step: 0,
+            spin_limit: spin_limit.min(16),
+        }
     }
 
     /// Waits a little, longer on each call.

@@ -1,0 +1,290 @@
+//! The counter engine on its own: every semantic fi_cntr promises, without libfabric.
+
+use rscntr::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy};
+use std::os::fd::RawFd;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const ALL_WAITABLE: [WaitStrategy; 3] =
+    [WaitStrategy::Yield, WaitStrategy::Block, WaitStrategy::Fd];
+
+fn counter(s: WaitStrategy) -> Arc<Counter> {
+    Arc::new(Counter::new(s).expect("counter"))
+}
+
+fn readable(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    assert!(n >= 0, "poll failed");
+    n == 1 && pfd.revents & libc::POLLIN != 0
+}
+
+#[test]
+fn add_set_and_errors_are_visible_at_once() {
+    let c = counter(WaitStrategy::None);
+    assert_eq!((c.read(), c.read_err()), (0, 0));
+    c.add(5);
+    c.add(7);
+    assert_eq!(c.read(), 12);
+    c.add_err(3);
+    assert_eq!(c.read_err(), 3);
+    c.set(100);
+    assert_eq!(c.read(), 100);
+    c.set_err(1);
+    assert_eq!(c.read_err(), 1);
+    assert_eq!(c.read(), 100, "error ops leave the value alone");
+}
+
+#[test]
+fn values_wrap_modulo_2_pow_64() {
+    let c = counter(WaitStrategy::None);
+    c.set(u64::MAX - 1);
+    c.add(3);
+    assert_eq!(c.read(), 1);
+}
+
+#[test]
+fn wait_none_is_an_error_not_a_hang() {
+    let c = counter(WaitStrategy::None);
+    c.add(10);
+    assert_eq!(c.wait(1, Timeout::Never), Err(WaitError::NotWaitable));
+}
+
+#[test]
+fn wait_returns_at_once_when_threshold_met() {
+    for s in ALL_WAITABLE {
+        let c = counter(s);
+        c.add(3);
+        assert_eq!(c.wait(3, Timeout::Never), Ok(()), "{s:?}");
+        assert_eq!(c.wait(0, Timeout::Poll), Ok(()), "{s:?}");
+        c.set(u64::MAX);
+        assert_eq!(c.wait(u64::MAX, Timeout::Poll), Ok(()), "{s:?}");
+    }
+}
+
+#[test]
+fn wait_poll_checks_once() {
+    for s in ALL_WAITABLE {
+        let c = counter(s);
+        assert_eq!(c.wait(1, Timeout::Poll), Err(WaitError::TimedOut), "{s:?}");
+        assert!(!c.has_waiters(), "a poll registers nothing");
+    }
+}
+
+#[test]
+fn wait_times_out_after_the_timeout() {
+    for s in ALL_WAITABLE {
+        let c = counter(s);
+        let start = Instant::now();
+        assert_eq!(
+            c.wait(1, Timeout::from_ms(30)),
+            Err(WaitError::TimedOut),
+            "{s:?}"
+        );
+        assert!(
+            start.elapsed() >= Duration::from_millis(30),
+            "{s:?} returned early"
+        );
+        assert!(!c.has_waiters(), "{s:?} left a waiter registered");
+    }
+}
+
+#[test]
+fn timeout_conventions() {
+    assert_eq!(Timeout::from_ms(-1), Timeout::Never);
+    assert_eq!(Timeout::from_ms(i32::MIN), Timeout::Never);
+    assert_eq!(Timeout::from_ms(0), Timeout::Poll);
+    assert_eq!(
+        Timeout::from_ms(i32::MAX),
+        Timeout::After(Duration::from_millis(i32::MAX as u64))
+    );
+}
+
+#[test]
+fn error_change_after_the_call_began_gives_eavail() {
+    for s in ALL_WAITABLE {
+        let c = counter(s);
+        c.add_err(1); // before the call: not a reason to return
+        assert_eq!(c.wait(1, Timeout::Poll), Err(WaitError::TimedOut), "{s:?}");
+        let c2 = c.clone();
+        let t = thread::spawn(move || c2.wait(1, Timeout::from_ms(10_000)));
+        thread::sleep(Duration::from_millis(20));
+        c.add_err(1);
+        assert_eq!(t.join().unwrap(), Err(WaitError::ErrorChanged), "{s:?}");
+        // seterr to the same value is no change; to another value is.
+        let c2 = c.clone();
+        let t = thread::spawn(move || c2.wait(1, Timeout::from_ms(10_000)));
+        thread::sleep(Duration::from_millis(20));
+        c.set_err(0);
+        assert_eq!(t.join().unwrap(), Err(WaitError::ErrorChanged), "{s:?}");
+    }
+}
+
+#[test]
+fn waiters_are_woken_by_add_and_set() {
+    for s in ALL_WAITABLE {
+        for by_set in [false, true] {
+            let c = counter(s);
+            let c2 = c.clone();
+            let t = thread::spawn(move || c2.wait(5, Timeout::from_ms(10_000)));
+            thread::sleep(Duration::from_millis(20));
+            if by_set {
+                c.set(5)
+            } else {
+                c.add(5)
+            }
+            assert_eq!(t.join().unwrap(), Ok(()), "{s:?} by_set={by_set}");
+        }
+    }
+}
+
+#[test]
+fn many_waiters_with_different_thresholds() {
+    for s in ALL_WAITABLE {
+        let c = counter(s);
+        let handles: Vec<_> = (1..=8u64)
+            .map(|k| {
+                let c = c.clone();
+                thread::spawn(move || (k, c.wait(k * 100, Timeout::from_ms(20_000)), c.read()))
+            })
+            .collect();
+        for _ in 0..800 {
+            c.add(1);
+        }
+        for h in handles {
+            let (k, r, seen) = h.join().unwrap();
+            assert_eq!(r, Ok(()), "{s:?} threshold {}", k * 100);
+            assert!(seen >= k * 100);
+        }
+        assert!(!c.has_waiters(), "{s:?}");
+    }
+}
+
+#[test]
+fn no_waiter_means_no_wake_bookkeeping() {
+    let c = counter(WaitStrategy::Block);
+    assert!(!c.has_waiters());
+    c.add(1);
+    assert_eq!(c.wait(1, Timeout::Never), Ok(()));
+    assert!(!c.has_waiters());
+}
+
+#[test]
+fn eight_threads_times_a_million_adds_is_exact() {
+    const THREADS: u64 = 8;
+    const ADDS: u64 = 1_000_000;
+    let c = counter(WaitStrategy::Block);
+    let barrier = Arc::new(Barrier::new(THREADS as usize));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (c, b) = (c.clone(), barrier.clone());
+            thread::spawn(move || {
+                b.wait();
+                for _ in 0..ADDS {
+                    c.add(1);
+                }
+                c.add_err(1);
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(c.read(), THREADS * ADDS);
+    assert_eq!(c.read_err(), THREADS);
+}
+
+#[test]
+fn a_waiter_sees_the_final_count_of_concurrent_adders() {
+    for s in ALL_WAITABLE {
+        let c = counter(s);
+        let waiter = {
+            let c = c.clone();
+            thread::spawn(move || c.wait(4 * 100_000, Timeout::from_ms(60_000)))
+        };
+        let adders: Vec<_> = (0..4)
+            .map(|_| {
+                let c = c.clone();
+                thread::spawn(move || (0..100_000).for_each(|_| c.add(1)))
+            })
+            .collect();
+        adders.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(waiter.join().unwrap(), Ok(()), "{s:?}");
+    }
+}
+
+#[test]
+fn only_fd_counters_have_an_fd() {
+    assert!(counter(WaitStrategy::Fd).fd().is_some());
+    for s in [WaitStrategy::None, WaitStrategy::Yield, WaitStrategy::Block] {
+        let c = counter(s);
+        assert!(c.fd().is_none());
+        assert_eq!(c.trywait(), Err(TryWaitError::NoFd));
+    }
+}
+
+#[test]
+fn trywait_arms_the_fd_for_the_next_change() {
+    let c = counter(WaitStrategy::Fd);
+    let fd = c.fd().unwrap();
+    assert_eq!(c.trywait(), Ok(()), "nothing changed since open");
+    assert!(!readable(fd));
+    assert!(c.has_waiters(), "armed");
+    c.add(1);
+    assert!(readable(fd), "the change made the fd readable");
+    assert!(!c.has_waiters(), "one signal per arming");
+    c.add(1); // not armed: no signal needed, fd stays readable until trywait drains it
+    assert!(readable(fd));
+    assert_eq!(
+        c.trywait(),
+        Err(TryWaitError::Pending),
+        "changed since the last trywait"
+    );
+    assert!(!readable(fd), "trywait drained the fd");
+    assert_eq!(c.trywait(), Ok(()));
+    c.add_err(1);
+    assert!(readable(fd), "error changes signal too");
+    assert_eq!(c.trywait(), Err(TryWaitError::Pending));
+    assert_eq!(c.trywait(), Ok(()));
+    c.set(2); // same value as before: still a change
+    assert!(readable(fd));
+    assert_eq!(c.trywait(), Err(TryWaitError::Pending));
+}
+
+#[test]
+fn trywait_then_poll_wakes_on_a_remote_add() {
+    let c = counter(WaitStrategy::Fd);
+    let fd = c.fd().unwrap();
+    while c.trywait().is_err() {}
+    let c2 = c.clone();
+    let t = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        c2.add(1);
+    });
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+    t.join().unwrap();
+    assert_eq!(n, 1, "poll timed out: the add did not signal the fd");
+    assert_eq!(c.read(), 1);
+}
+
+#[test]
+fn fd_counter_supports_blocking_wait_too() {
+    let c = counter(WaitStrategy::Fd);
+    let c2 = c.clone();
+    let t = thread::spawn(move || c2.wait(2, Timeout::Never));
+    thread::sleep(Duration::from_millis(20));
+    c.add(2);
+    assert_eq!(t.join().unwrap(), Ok(()));
+}
