@@ -203,7 +203,7 @@ unsafe extern "C" fn domain_ops_open(
 
 // What the data-path issue will bring. Until then each open says plainly it is not supported.
 macro_rules! not_yet {
-    ($name:ident ( $($arg:ty),* ), $what:literal) => {
+    ($name:ident ( $($arg:ty),* $(,)? ), $what:literal $(,)?) => {
         unsafe extern "C" fn $name($(_: $arg),*) -> c_int {
             fi_warn!(Domain, concat!($what, " is not supported by rscntr yet"));
             err::ENOSYS

@@ -180,10 +180,10 @@ impl Eq {
         let n = data.len() as isize;
         if !peek {
             q.pop_front();
-            if q.is_empty() {
-                if let Some(fd) = &self.fd {
-                    fd.drain();
-                }
+            if q.is_empty()
+                && let Some(fd) = &self.fd
+            {
+                fd.drain();
             }
         }
         n
@@ -288,10 +288,10 @@ unsafe extern "C" fn eq_write(
             return err::EAGAIN as isize;
         }
         q.push_back((event, data));
-        if q.len() == 1 {
-            if let Some(fd) = &eq.fd {
-                fd.signal();
-            }
+        if q.len() == 1
+            && let Some(fd) = &eq.fd
+        {
+            fd.signal();
         }
         eq.not_empty.notify_all();
         len as isize

@@ -155,13 +155,13 @@ pub unsafe fn write_out<T>(out: *mut T, value: T, what: &str) -> Result<(), c_in
 }
 
 // Generic ops for what a fid class does not support. They touch none of their arguments.
-pub unsafe extern "C" fn no_bind(_: *mut ofi::fid, _: *mut ofi::fid, _: u64) -> c_int {
+pub extern "C" fn no_bind(_: *mut ofi::fid, _: *mut ofi::fid, _: u64) -> c_int {
     err::ENOSYS
 }
-pub unsafe extern "C" fn no_control(_: *mut ofi::fid, _: c_int, _: *mut c_void) -> c_int {
+pub extern "C" fn no_control(_: *mut ofi::fid, _: c_int, _: *mut c_void) -> c_int {
     err::ENOSYS
 }
-pub unsafe extern "C" fn no_ops_open(
+pub extern "C" fn no_ops_open(
     _: *mut ofi::fid,
     _: *const c_char,
     _: u64,
@@ -170,10 +170,10 @@ pub unsafe extern "C" fn no_ops_open(
 ) -> c_int {
     err::ENOSYS
 }
-pub unsafe extern "C" fn no_tostr(_: *const ofi::fid, _: *mut c_char, _: usize) -> c_int {
+pub extern "C" fn no_tostr(_: *const ofi::fid, _: *mut c_char, _: usize) -> c_int {
     err::ENOSYS
 }
-pub unsafe extern "C" fn no_ops_set(
+pub extern "C" fn no_ops_set(
     _: *mut ofi::fid,
     _: *const c_char,
     _: u64,
@@ -184,12 +184,7 @@ pub unsafe extern "C" fn no_ops_set(
 }
 /// Fills slots that newer libfabric headers call without `FI_CHECK_OP` (the XPU exports):
 /// the SysV ABI lets one pointer-argument stub stand in for each of them.
-pub unsafe extern "C" fn no_xpu(
-    _: *mut c_void,
-    _: *mut c_void,
-    _: *mut c_void,
-    _: *mut c_void,
-) -> c_int {
+pub extern "C" fn no_xpu(_: *mut c_void, _: *mut c_void, _: *mut c_void, _: *mut c_void) -> c_int {
     err::ENOSYS
 }
 

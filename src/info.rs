@@ -87,10 +87,11 @@ unsafe fn check_request(
     }
     // SAFETY: each attr pointer is NULL or valid (caller's contract).
     unsafe {
-        if let Some(ep) = h.ep_attr.as_ref() {
-            if ep.type_ != ofi::fi_ep_type_FI_EP_UNSPEC && ep.type_ != ofi::fi_ep_type_FI_EP_RDM {
-                return Err("rscntr serves only FI_EP_RDM");
-            }
+        if let Some(ep) = h.ep_attr.as_ref()
+            && ep.type_ != ofi::fi_ep_type_FI_EP_UNSPEC
+            && ep.type_ != ofi::fi_ep_type_FI_EP_RDM
+        {
+            return Err("rscntr serves only FI_EP_RDM");
         }
         for caps in [
             h.tx_attr.as_ref().map(|a| a.caps),

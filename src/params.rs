@@ -18,7 +18,7 @@ pub fn define() {
         ofi::fi_param_define(
             provider,
             SPIN.as_ptr(),
-            ofi::fi_param_type_FI_PARAM_INT,
+            ofi::fi_param_type_FI_PARAM_STRING,
             c"Spin phases (0-16; each doubles the spin count, 6 is about 1 us) a thread in \
               fi_cntr_wait runs before it yields (FI_WAIT_YIELD) or sleeps (FI_WAIT_UNSPEC, \
               FI_WAIT_FD). Default 6."
@@ -36,27 +36,40 @@ pub fn spin_limit() -> u32 {
     SPIN_LIMIT.load(Ordering::Relaxed)
 }
 
-/// Reads an integer parameter; a value outside `range` is reported and ignored.
+/// Reads an integer parameter. It is declared as a string so that garbage ("abc", which
+/// libfabric's own integer parsing would turn into 0) is reported and ignored, like a value
+/// outside `range`.
 fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int> {
-    let mut value: c_int = 0;
-    // SAFETY: the parameter was defined as FI_PARAM_INT, so libfabric writes one int.
+    let mut value: *mut std::ffi::c_char = std::ptr::null_mut();
+    // SAFETY: the parameter was defined as FI_PARAM_STRING, so libfabric writes one char *
+    // (which it owns) or leaves it untouched when the variable is unset.
     let ret = unsafe {
         ofi::fi_param_get(
             prov::provider_ptr(),
             name.as_ptr(),
-            (&mut value as *mut c_int).cast(),
+            (&mut value as *mut *mut std::ffi::c_char).cast(),
         )
     };
-    if ret != 0 {
+    if ret != 0 || value.is_null() {
         return None;
     }
-    if !range.contains(&value) {
-        crate::fi_warn!(
-            Core,
-            "FI_RSCNTR_{} = {value} is outside {range:?}; using the default",
-            name.to_string_lossy().to_uppercase()
-        );
-        return None;
+    // SAFETY: non-NULL C string from libfabric's parameter table.
+    let text = unsafe { CStr::from_ptr(value) }
+        .to_string_lossy()
+        .into_owned();
+    let var = format!("FI_RSCNTR_{}", name.to_string_lossy().to_uppercase());
+    match text.trim().parse::<c_int>() {
+        Ok(v) if range.contains(&v) => Some(v),
+        Ok(v) => {
+            crate::fi_warn!(Core, "{var} = {v} is outside {range:?}; using the default");
+            None
+        }
+        Err(_) => {
+            crate::fi_warn!(
+                Core,
+                "{var} = {text:?} is not an integer; using the default"
+            );
+            None
+        }
     }
-    Some(value)
 }

@@ -155,10 +155,11 @@ impl Counter {
     #[cold]
     fn wake_slow(&self, w: u32) {
         // One eventfd write per arming: later mutations find the bit clear and skip the syscall.
-        if w & FD_ARMED != 0 && self.wake.fetch_and(!FD_ARMED, SeqCst) & FD_ARMED != 0 {
-            if let Some(fd) = &self.fd {
-                fd.signal();
-            }
+        if w & FD_ARMED != 0
+            && self.wake.fetch_and(!FD_ARMED, SeqCst) & FD_ARMED != 0
+            && let Some(fd) = &self.fd
+        {
+            fd.signal();
         }
         if w >= ONE_WAITER {
             self.event.notify(usize::MAX);

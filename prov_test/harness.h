@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/* A tiny test harness for the prov_test programs: CHECK records a failure and goes on; the
+ * program ends with "N passed, M failed" and exits non-zero on any failure. */
+#ifndef RSCNTR_HARNESS_H
+#define RSCNTR_HARNESS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+
+static int h_passed, h_failed;
+
+#define CHECK(cond, ...)                                                                  \
+	do {                                                                              \
+		if (cond) {                                                               \
+			h_passed++;                                                       \
+		} else {                                                                  \
+			h_failed++;                                                       \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+			fprintf(stderr, __VA_ARGS__);                                     \
+			fprintf(stderr, "\n");                                            \
+		}                                                                         \
+	} while (0)
+
+/* Checks a libfabric call's return code. */
+#define CHECK_RET(call, expected)                                                         \
+	do {                                                                              \
+		long _r = (long) (call);                                                  \
+		CHECK(_r == (long) (expected), "%s returned %ld (%s), expected %ld",      \
+		      #call, _r, fi_strerror((int) -_r), (long) (expected));              \
+	} while (0)
+
+static inline double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static inline int finish(const char *name)
+{
+	printf("%s: %d passed, %d failed\n", name, h_passed, h_failed);
+	return h_failed ? 1 : 0;
+}
+
+#endif
