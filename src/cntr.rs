@@ -9,11 +9,82 @@
 //!   (uint64_t *); anything else -FI_ENOSYS; NULL arg -FI_EINVAL.
 
 use crate::domain::Domain;
-use crate::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy};
+use crate::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy, wait_polled};
+use crate::fabric::Children;
 use crate::ffi::{self, FidObject, err};
-use crate::{fi_info, fi_warn, ofi, params};
+use crate::{fi_info, fi_warn, info, ofi, params, peer_sys};
+use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// Where counters live: a domain's bookkeeping of its counters (the `cntr_cnt` limit and the
+/// open children that keep it from closing) and, in a layered domain, the core domain whose
+/// completions the counters count.
+pub struct CntrHome {
+    pub children: Children,
+    slots: AtomicUsize,
+    core: Option<CoreDomain>,
+}
+
+/// The core side of a layered domain.
+pub struct CoreDomain {
+    pub domain: *mut ofi::fid_domain,
+    /// The core needs its progress driven by the application's calls (FI_PROGRESS_MANUAL), so
+    /// fi_cntr_read and fi_cntr_wait drive it.
+    pub manual_progress: bool,
+}
+
+impl CntrHome {
+    pub fn standalone() -> Self {
+        CntrHome {
+            children: Children::default(),
+            slots: AtomicUsize::new(0),
+            core: None,
+        }
+    }
+
+    pub fn layered(core: CoreDomain) -> Self {
+        CntrHome {
+            core: Some(core),
+            ..Self::standalone()
+        }
+    }
+
+    /// Claims one of the domain's `cntr_cnt` counter slots.
+    fn claim_slot(&self) -> Result<(), c_int> {
+        let claimed = self.slots.fetch_add(1, Ordering::AcqRel);
+        if claimed >= info::MAX_CNTRS {
+            self.slots.fetch_sub(1, Ordering::AcqRel);
+            fi_warn!(
+                Domain,
+                "domain already has cntr_cnt = {} counters open",
+                info::MAX_CNTRS
+            );
+            return Err(err::ENOSPC);
+        }
+        self.children.add();
+        Ok(())
+    }
+
+    fn release_slot(&self) {
+        self.slots.fetch_sub(1, Ordering::AcqRel);
+        self.children.remove();
+    }
+}
+
+/// The `fid_peer_cntr` rscntr hands a core provider (libfabric's peer API): the core calls
+/// `owner_ops->inc/incerr` on every completion it would have counted itself.
+#[repr(C)]
+struct PeerCntr {
+    fid: peer_sys::fid_peer_cntr,
+}
+
+static PEER_FI_OPS: ofi::fi_ops = ffi::fi_ops(peer_close, ffi::no_control, ffi::no_ops_open);
+static PEER_OWNER_OPS: peer_sys::fi_ops_cntr_owner = peer_sys::fi_ops_cntr_owner {
+    size: std::mem::size_of::<peer_sys::fi_ops_cntr_owner>(),
+    inc: Some(peer_inc),
+    incerr: Some(peer_incerr),
+};
 
 /// `FI_XPU` (bit 44) from libfabric 2.7's headers, where `fi_cntr_attr` also grows `xpu_ctx`.
 pub const FI_XPU: u64 = 1 << 44;
@@ -27,8 +98,15 @@ pub enum Backend {
 #[repr(C)]
 pub struct Cntr {
     fid: ofi::fid_cntr,
-    domain: *const Domain,
+    home: *const CntrHome,
     wait_obj: ofi::fi_wait_obj,
+    events: ofi::fi_cntr_events,
+    /// The core counter opened with FI_PEER on first bind in a layered domain.
+    core_cntr: AtomicPtr<ofi::fid_cntr>,
+    core_open: Mutex<()>,
+    /// Endpoints and MRs this counter is bound to; it cannot close while any remain.
+    bindings: AtomicUsize,
+    peer: PeerCntr,
     ops_flags: AtomicU64,
     backend: Backend,
     engine: Counter,
@@ -151,6 +229,23 @@ pub unsafe extern "C" fn cntr_open(
             Ok(d) => d,
             Err(e) => return e,
         };
+        // SAFETY: forwarded from the caller.
+        unsafe { open_in(&domain.home, attr, cntr, context) }
+    }
+}
+
+/// Opens a counter in `home` (a standalone or a layered domain).
+///
+/// # Safety
+/// `attr` NULL or an application's attr; `cntr` NULL or an out pointer; `home` outlives the
+/// counter (the domain refuses to close while it has children).
+pub unsafe fn open_in(
+    home: &CntrHome,
+    attr: *mut ofi::fi_cntr_attr,
+    cntr: *mut *mut ofi::fid_cntr,
+    context: *mut c_void,
+) -> c_int {
+    {
         if cntr.is_null() {
             fi_warn!(Cntr, "NULL counter out pointer");
             return err::EINVAL;
@@ -167,22 +262,43 @@ pub unsafe extern "C" fn cntr_open(
                 return -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as i32);
             }
         };
-        if let Err(e) = domain.claim_cntr_slot() {
+        if let Err(e) = home.claim_slot() {
             return e;
         }
-        let obj = Box::new(Cntr {
+        let mut obj = Box::new(Cntr {
             fid: ofi::fid_cntr {
                 fid: ffi::fid_header(ofi::FI_CLASS_CNTR, context, &CNTR_FI_OPS),
                 ops: &CNTR_OPS.base as *const _ as *mut _,
             },
-            domain,
+            home,
             wait_obj: config.wait_obj,
+            events: config.events,
+            core_cntr: AtomicPtr::new(std::ptr::null_mut()),
+            core_open: Mutex::new(()),
+            bindings: AtomicUsize::new(0),
+            peer: PeerCntr {
+                fid: peer_sys::fid_peer_cntr {
+                    fid: ffi::fid_header(
+                        ofi::FI_CLASS_PEER_CNTR,
+                        std::ptr::null_mut(),
+                        &PEER_FI_OPS,
+                    ),
+                    owner_ops: &PEER_OWNER_OPS as *const _ as *mut _,
+                },
+            },
             ops_flags: AtomicU64::new(0),
             backend: Backend::Software,
             engine,
         });
-        fi_info!(Cntr, "opened a software counter (events {}, wait object {})",
-            config.events, config.wait_obj);
+        // The core finds its way back to the counter through the peer fid's context.
+        obj.peer.fid.fid.context = (&*obj as *const Cntr).cast_mut().cast();
+        fi_info!(
+            Cntr,
+            "opened a software counter (events {}, wait object {}{})",
+            config.events,
+            config.wait_obj,
+            if home.core.is_some() { ", layered" } else { "" }
+        );
         // SAFETY: non-NULL out pointer checked above.
         unsafe { *cntr = ffi::into_fid(obj).cast() };
         0
@@ -200,6 +316,124 @@ impl Cntr {
     pub fn backend(&self) -> Backend {
         self.backend
     }
+
+    fn home(&self) -> &CntrHome {
+        // SAFETY: the home (domain) outlives its counters: it refuses to close with children.
+        unsafe { &*self.home }
+    }
+
+    /// Drives the core's progress when it needs the application to (FI_PROGRESS_MANUAL): a
+    /// read of the core's peer counter runs the core's progress for its bound endpoints.
+    #[inline]
+    fn progress(&self) {
+        let core = self.core_cntr.load(Ordering::Acquire);
+        if !core.is_null()
+            && let Some(c) = &self.home().core
+            && c.manual_progress
+        {
+            // SAFETY: an open core counter; its ops table is the core's.
+            unsafe {
+                if let Some(read) = (*(*core).ops).read {
+                    read(core);
+                }
+            }
+        }
+    }
+
+    /// True when waits must drive the core's progress instead of sleeping until woken.
+    fn polled(&self) -> bool {
+        !self.core_cntr.load(Ordering::Acquire).is_null()
+            && self.home().core.as_ref().is_some_and(|c| c.manual_progress)
+    }
+
+    /// The core counter that stands for this counter in its layered domain, opened with
+    /// FI_PEER on first use so that the core's completions increment this counter.
+    pub fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int> {
+        let existing = self.core_cntr.load(Ordering::Acquire);
+        if !existing.is_null() {
+            return Ok(existing);
+        }
+        let Some(core) = &self.home().core else {
+            fi_warn!(Cntr, "counter of a standalone domain cannot be bound");
+            return Err(err::EINVAL);
+        };
+        let _guard = self.core_open.lock();
+        let existing = self.core_cntr.load(Ordering::Acquire);
+        if !existing.is_null() {
+            return Ok(existing);
+        }
+        let mut attr = ofi::fi_cntr_attr {
+            events: self.events,
+            wait_obj: ofi::fi_wait_obj_FI_WAIT_NONE,
+            wait_set: std::ptr::null_mut(),
+            flags: ofi::FI_PEER,
+        };
+        let mut ctx = peer_sys::fi_peer_cntr_context {
+            size: std::mem::size_of::<peer_sys::fi_peer_cntr_context>(),
+            cntr: &self.peer.fid as *const _ as *mut _,
+        };
+        let mut out: *mut ofi::fid_cntr = std::ptr::null_mut();
+        // SAFETY: an open core domain; attr and ctx live across the call, and the core keeps
+        // only the peer fid pointer, which lives as long as this counter.
+        let ret = unsafe {
+            ofi::fi_cntr_open(
+                core.domain,
+                &mut attr,
+                &mut out,
+                (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast(),
+            )
+        };
+        if ret != 0 || out.is_null() {
+            fi_warn!(Cntr, "the core cannot open a peer counter (FI_PEER): {ret}");
+            return Err(if ret != 0 { ret } else { err::EOTHER });
+        }
+        self.core_cntr.store(out, Ordering::Release);
+        Ok(out)
+    }
+
+    pub fn bound(&self) {
+        self.bindings.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn unbound(&self) {
+        self.bindings.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub fn home_ptr(&self) -> *const CntrHome {
+        self.home
+    }
+}
+
+/// Recognises an rscntr counter without logging (for fids that may be anything).
+///
+/// # Safety
+/// `fid` is NULL or a readable fid.
+pub unsafe fn as_cntr<'a>(fid: *mut ofi::fid) -> Option<&'a Cntr> {
+    // SAFETY: caller's contract.
+    unsafe { ffi::try_object::<Cntr>(fid) }
+}
+
+unsafe extern "C" fn peer_inc(peer: *mut peer_sys::fid_peer_cntr) {
+    crate::ffi_boundary! {
+        // SAFETY: the core passes back the peer fid we gave it; its context is our counter.
+        if let Some(c) = unsafe { peer.as_ref() }.and_then(|p| unsafe { (p.fid.context as *const Cntr).as_ref() }) {
+            c.engine.add(1);
+        }
+    }
+}
+
+unsafe extern "C" fn peer_incerr(peer: *mut peer_sys::fid_peer_cntr) {
+    crate::ffi_boundary! {
+        // SAFETY: as in peer_inc.
+        if let Some(c) = unsafe { peer.as_ref() }.and_then(|p| unsafe { (p.fid.context as *const Cntr).as_ref() }) {
+            c.engine.add_err(1);
+        }
+    }
+}
+
+/// The core never owns our peer fid; closing it is a no-op.
+unsafe extern "C" fn peer_close(_: *mut ofi::fid) -> c_int {
+    0
 }
 
 /// Looks up an rscntr counter for the extension ops.
@@ -218,8 +452,21 @@ unsafe extern "C" fn cntr_close(fid: *mut ofi::fid) -> c_int {
             Ok(c) => c,
             Err(e) => return e,
         };
-        // SAFETY: the domain outlives its counters (it counts them as children).
-        unsafe { &*cntr.domain }.release_cntr_slot();
+        let bound = cntr.bindings.load(Ordering::Acquire);
+        if bound != 0 {
+            fi_warn!(Cntr, "counter is still bound to {bound} endpoint(s)/MR(s)");
+            return err::EBUSY;
+        }
+        let core = cntr.core_cntr.load(Ordering::Acquire);
+        if !core.is_null() {
+            // SAFETY: the core counter was opened by core_cntr() and nothing else closes it.
+            let ret = unsafe { ofi::fi_close(core.cast()) };
+            if ret != 0 {
+                fi_warn!(Cntr, "closing the core's peer counter failed: {ret}");
+                return ret;
+            }
+        }
+        cntr.home().release_slot();
         // SAFETY: the caller gives the fid up with fi_close.
         drop(unsafe { ffi::release(cntr) });
         0
@@ -265,14 +512,20 @@ unsafe extern "C" fn cntr_control(fid: *mut ofi::fid, command: c_int, arg: *mut 
 unsafe extern "C" fn cntr_read(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us; a bad fid reads as 0.
-        unsafe { get(cntr) }.map_or(0, |c| c.engine.read())
+        unsafe { get(cntr) }.map_or(0, |c| {
+            c.progress();
+            c.engine.read()
+        })
     }
 }
 
 unsafe extern "C" fn cntr_readerr(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: as in cntr_read.
-        unsafe { get(cntr) }.map_or(0, |c| c.engine.read_err())
+        unsafe { get(cntr) }.map_or(0, |c| {
+            c.progress();
+            c.engine.read_err()
+        })
     }
 }
 
@@ -298,7 +551,13 @@ unsafe extern "C" fn cntr_wait(cntr: *mut ofi::fid_cntr, threshold: u64, timeout
             Ok(c) => c,
             Err(e) => return e,
         };
-        match cntr.engine.wait(threshold, Timeout::from_ms(timeout)) {
+        let timeout = Timeout::from_ms(timeout);
+        let result = if cntr.polled() {
+            wait_polled(&cntr.engine, threshold, timeout, &mut || cntr.progress())
+        } else {
+            cntr.engine.wait(threshold, timeout)
+        };
+        match result {
             Ok(()) => 0,
             Err(WaitError::TimedOut) => err::ETIMEDOUT,
             Err(WaitError::ErrorChanged) => err::EAVAIL,

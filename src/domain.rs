@@ -1,17 +1,16 @@
 //! The domain fid: opens counters and hands out rscntr's extension ops.
 
-use crate::fabric::{Children, Fabric};
+use crate::cntr::CntrHome;
+use crate::fabric::Fabric;
 use crate::ffi::{self, FidObject, err};
 use crate::{cntr, ext, fi_warn, info, ofi};
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[repr(C)]
 pub struct Domain {
     fid: ofi::fid_domain,
     fabric: *const Fabric,
-    pub children: Children,
-    cntr_slots: AtomicUsize,
+    pub home: CntrHome,
 }
 
 /// The domain ops in the newest layout: 2.7 appends `xpu_ctx`, called without FI_CHECK_OP.
@@ -103,8 +102,7 @@ pub unsafe extern "C" fn domain_open2(
                 mr: &DOMAIN_MR_OPS as *const _ as *mut _,
             },
             fabric,
-            children: Children::default(),
-            cntr_slots: AtomicUsize::new(0),
+            home: CntrHome::standalone(),
         });
         let fid = ffi::into_fid(obj);
         // SAFETY: `domain` is NULL or the caller's out pointer.
@@ -123,27 +121,6 @@ pub unsafe extern "C" fn domain_open2(
 }
 
 impl Domain {
-    /// Claims one of the domain's `cntr_cnt` counter slots.
-    pub fn claim_cntr_slot(&self) -> Result<(), c_int> {
-        let claimed = self.cntr_slots.fetch_add(1, Ordering::AcqRel);
-        if claimed >= info::MAX_CNTRS {
-            self.cntr_slots.fetch_sub(1, Ordering::AcqRel);
-            fi_warn!(
-                Domain,
-                "domain already has cntr_cnt = {} counters open",
-                info::MAX_CNTRS
-            );
-            return Err(err::ENOSPC);
-        }
-        self.children.add();
-        Ok(())
-    }
-
-    pub fn release_cntr_slot(&self) {
-        self.cntr_slots.fetch_sub(1, Ordering::AcqRel);
-        self.children.remove();
-    }
-
     pub fn fabric(&self) -> &Fabric {
         // SAFETY: the fabric cannot close while this domain is open (it counts as a child).
         unsafe { &*self.fabric }
@@ -157,7 +134,7 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
             Ok(d) => d,
             Err(e) => return e,
         };
-        let open = domain.children.count();
+        let open = domain.home.children.count();
         if open != 0 {
             fi_warn!(Domain, "domain still has {open} open counter(s)");
             return err::EBUSY;

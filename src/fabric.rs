@@ -59,10 +59,15 @@ pub unsafe extern "C" fn fabric_open(
             fi_warn!(Fabric, "NULL fabric attr");
             return err::EINVAL;
         };
-        // SAFETY: attr.name is NULL or a C string.
+        if attr.name.is_null() {
+            fi_warn!(Fabric, "fabric attr without a name");
+            return err::EINVAL;
+        }
+        // SAFETY: attr.name is a C string.
         if !unsafe { info::is_our_name(attr.name) } {
-            fi_warn!(Fabric, "fabric attr names a fabric rscntr does not serve");
-            return err::ENODATA;
+            // A mirrored core fabric.
+            // SAFETY: attr valid with a name; `fabric` an out pointer.
+            return unsafe { crate::layer::fabric_open(attr, fabric, context) };
         }
         let obj = Box::new(Fabric {
             fid: ofi::fid_fabric {

@@ -111,19 +111,33 @@ pub unsafe trait FidObject: Sized {
 /// # Safety
 /// `fid` must be NULL or point to a readable `struct fid`.
 pub unsafe fn object<'a, T: FidObject>(fid: *mut ofi::fid) -> Result<&'a T, c_int> {
-    if fid.is_null() {
-        crate::fi_warn!(Core, "NULL {} passed", T::NAME);
-        return Err(err::EINVAL);
+    // SAFETY: caller's contract.
+    match unsafe { try_object::<T>(fid) } {
+        Some(obj) => Ok(obj),
+        None if fid.is_null() => {
+            crate::fi_warn!(Core, "NULL {} passed", T::NAME);
+            Err(err::EINVAL)
+        }
+        None => {
+            crate::fi_warn!(Core, "fid {fid:p} is not an rscntr {}", T::NAME);
+            Err(err::EINVAL)
+        }
     }
-    // SAFETY: non-NULL and, by the caller's contract, a readable `struct fid`.
-    let header = unsafe { &*fid };
+}
+
+/// [`object`] without the log line, for fids that may legitimately belong to someone else.
+///
+/// # Safety
+/// `fid` must be NULL or point to a readable `struct fid`.
+pub unsafe fn try_object<'a, T: FidObject>(fid: *mut ofi::fid) -> Option<&'a T> {
+    // SAFETY: NULL or, by the caller's contract, a readable `struct fid`.
+    let header = unsafe { fid.as_ref() }?;
     if header.fclass as u32 != T::FCLASS || !std::ptr::eq(header.ops, T::fi_ops()) {
-        crate::fi_warn!(Core, "fid {fid:p} is not an rscntr {}", T::NAME);
-        return Err(err::EINVAL);
+        return None;
     }
     // SAFETY: class and ops table match, so this fid was made by `into_fid::<T>` and, by the
     // FidObject contract, sits at offset 0 of a live `T`.
-    Ok(unsafe { &*(fid as *const T) })
+    Some(unsafe { &*(fid as *const T) })
 }
 
 /// Hands a new object to C; it lives until [`release`] takes it back.

@@ -6,6 +6,7 @@
 //! utility providers send, so that no utility provider layers over rscntr.
 
 use crate::ffi::err;
+use crate::layer::{self, CoreSetting};
 use crate::{fi_dbg, fi_warn, ofi, prov};
 use std::ffi::{CStr, c_char, c_int};
 
@@ -47,7 +48,35 @@ pub unsafe extern "C" fn getinfo(
             return err::EINVAL;
         }
         // SAFETY: libfabric passes NULL or its own fully allocated hints.
-        let hints = unsafe { hints.as_ref() };
+        let hints_ref = unsafe { hints.as_ref() };
+        // SAFETY: as above.
+        if let Err(why) = unsafe { check_probe(flags, hints_ref) } {
+            fi_dbg!(Core, "no match: {why}");
+            return err::ENODATA;
+        }
+        let cores = match layer::core_setting() {
+            CoreSetting::None => Vec::new(),
+            CoreSetting::Named(core) => vec![core],
+            CoreSetting::Auto => layer::candidates(),
+        };
+        let mut last = err::ENODATA;
+        for core in &cores {
+            // SAFETY: arguments as libfabric passed them.
+            match unsafe { layer::getinfo_over(core, version, node, service, flags, hints) } {
+                Ok(list) => {
+                    // SAFETY: checked non-NULL above.
+                    unsafe { *info = list };
+                    return 0;
+                }
+                Err(e) => last = e,
+            }
+        }
+        if matches!(layer::core_setting(), CoreSetting::Named(_)) {
+            fi_warn!(Core, "core {:?} (FI_RSCNTR_CORE) has nothing for these hints: {last}", cores[0]);
+            return last;
+        }
+        // No core: counters only.
+        let hints = hints_ref;
         // SAFETY: as above; every attr pointer in hints is NULL or valid.
         if let Err(why) = unsafe { check_request(node, service, hints) } {
             fi_dbg!(Core, "no match (version {:#x}, flags {flags:#x}): {why}", version);
@@ -66,6 +95,24 @@ pub unsafe extern "C" fn getinfo(
             }
         }
     }
+}
+
+/// Utility providers probe every core for MSG/DGRAM endpoints to layer over
+/// (`rscntr;^ofi_rxm` with OFI_CORE_PROV_ONLY); rscntr answers none of them, so no utility
+/// provider layers over it (its own core may already be layered).
+///
+/// # Safety
+/// hints' attr pointers NULL or valid.
+unsafe fn check_probe(flags: u64, hints: Option<&ofi::fi_info>) -> Result<(), Mismatch> {
+    if flags & layer::OFI_CORE_PROV_ONLY != 0 {
+        return Err("a utility provider's probe for a core");
+    }
+    // SAFETY: caller's contract.
+    if let Some(fab) = hints.and_then(|h| unsafe { h.fabric_attr.as_ref() }) {
+        // SAFETY: prov_name NULL or a C string.
+        unsafe { check_prov_name(fab.prov_name) }?;
+    }
+    Ok(())
 }
 
 /// # Safety
@@ -148,7 +195,7 @@ unsafe fn check_prov_name(prov_name: *const c_char) -> Result<(), Mismatch> {
             Some(excluded) if excluded.eq_ignore_ascii_case(prov::NAME) => {
                 return Err("hints exclude rscntr");
             }
-            Some(_) => {}
+            Some(_) => return Err("a utility provider's probe (it excludes itself)"),
             None if part.eq_ignore_ascii_case(prov::NAME) => named_us = true,
             None => return Err("hints name another provider"),
         }
@@ -226,17 +273,8 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
     dom.mr_iov_limit = 1;
     dom.tclass = ofi::FI_TC_UNSPEC;
     if prov::runtime_version() >= prov::API_2_5 {
-        // SAFETY: the running library is 2.5 or newer, so the domain attr it allocated has the
-        // two u64 fields right after the 2.1 layout (checked at compile time above).
-        unsafe {
-            let base = (dom as *mut ofi::fi_domain_attr).cast::<u8>();
-            base.add(MAX_CNTR_VALUE_OFFSET)
-                .cast::<u64>()
-                .write_unaligned(u64::MAX);
-            base.add(MAX_CNTR_VALUE_OFFSET + 8)
-                .cast::<u64>()
-                .write_unaligned(u64::MAX);
-        }
+        // SAFETY: the running library allocated this attr.
+        unsafe { write_max_cntr_values(dom, u64::MAX) };
     }
     fab.prov_name = std::ptr::null_mut(); // libfabric fills in "rscntr"
     fab.prov_version = prov::PROVIDER_VERSION;
@@ -259,4 +297,22 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
 pub unsafe fn is_our_name(name: *const c_char) -> bool {
     // SAFETY: caller's contract.
     unsafe { name_matches(name) }
+}
+
+/// Writes `max_cntr_value` and `max_err_cntr_value`.
+///
+/// # Safety
+/// `dom` was allocated by a running libfabric of API 2.5 or newer, so it has the two u64
+/// fields right after the 2.1 layout (checked at compile time above).
+pub unsafe fn write_max_cntr_values(dom: *mut ofi::fi_domain_attr, value: u64) {
+    // SAFETY: caller's contract.
+    unsafe {
+        let base = dom.cast::<u8>();
+        base.add(MAX_CNTR_VALUE_OFFSET)
+            .cast::<u64>()
+            .write_unaligned(value);
+        base.add(MAX_CNTR_VALUE_OFFSET + 8)
+            .cast::<u64>()
+            .write_unaligned(value);
+    }
 }

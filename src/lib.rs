@@ -17,7 +17,9 @@ mod domain;
 mod eq;
 mod fabric;
 mod info;
+mod layer;
 mod params;
+mod peer_sys;
 mod prov;
 
 pub use prov::fi_prov_ini;

@@ -18,6 +18,7 @@ pub enum Subsys {
     Domain,
     Eq,
     Cntr,
+    EpCtrl,
 }
 
 /// Writes one log line if libfabric has logging enabled for it. Before `fi_prov_ini` ran (in
@@ -37,6 +38,7 @@ pub fn log(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Argume
         Subsys::Domain => ofi::fi_log_subsys_FI_LOG_DOMAIN,
         Subsys::Eq => ofi::fi_log_subsys_FI_LOG_EQ,
         Subsys::Cntr => ofi::fi_log_subsys_FI_LOG_CNTR,
+        Subsys::EpCtrl => ofi::fi_log_subsys_FI_LOG_EP_CTRL,
     };
     // SAFETY: `provider` is the registered provider; fi_log_enabled only reads it.
     if unsafe { ofi::fi_log_enabled(provider, level, subsys) } == 0 {

@@ -25,6 +25,7 @@ pub fn define() {
                 .as_ptr(),
         )
     };
+    define_core();
     SPIN_LIMIT.store(
         read_int(SPIN, 0..=SPIN_MAX as c_int)
             .map_or(crate::engine::backoff::DEFAULT_SPIN_LIMIT, |v| v as u32),
@@ -72,4 +73,45 @@ fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int
             None
         }
     }
+}
+
+/// FI_RSCNTR_CORE: the core provider rscntr layers over.
+const CORE: &CStr = c"core";
+
+fn define_core() {
+    // SAFETY: as in `define`.
+    unsafe {
+        ofi::fi_param_define(
+            prov::provider_ptr(),
+            CORE.as_ptr(),
+            ofi::fi_param_type_FI_PARAM_STRING,
+            c"Core provider rscntr layers over: a provider name or a layering such as \
+              'tcp;ofi_rxm'; 'none' serves counters only, without endpoints; unset or 'auto' \
+              picks the first of efa, verbs;ofi_rxm, tcp;ofi_rxm, tcp, shm, udp;ofi_rxd, sockets \
+              that answers the application's hints."
+                .as_ptr(),
+        )
+    };
+}
+
+/// The FI_RSCNTR_CORE setting, read at each use (fi_getinfo) so tests can change it.
+pub fn core() -> Option<String> {
+    let mut value: *mut std::ffi::c_char = std::ptr::null_mut();
+    // SAFETY: defined as FI_PARAM_STRING: libfabric writes one char * it owns, or nothing.
+    let ret = unsafe {
+        ofi::fi_param_get(
+            prov::provider_ptr(),
+            CORE.as_ptr(),
+            (&mut value as *mut *mut std::ffi::c_char).cast(),
+        )
+    };
+    if ret != 0 || value.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL C string from libfabric's parameter table.
+    let text = unsafe { CStr::from_ptr(value) }
+        .to_string_lossy()
+        .trim()
+        .to_owned();
+    (!text.is_empty()).then_some(text)
 }

@@ -6,10 +6,12 @@
 pub mod backoff;
 mod counter;
 mod eventfd;
+mod polled;
 
 pub use backoff::Backoff;
 pub use counter::{Counter, TryWaitError, WaitError, WaitStrategy};
 pub use eventfd::EventFd;
+pub use polled::{MAX_POLL_INTERVAL, wait_polled};
 
 use std::time::{Duration, Instant};
 
@@ -34,7 +36,7 @@ impl Timeout {
         }
     }
 
-    fn deadline(self) -> Option<Instant> {
+    pub(crate) fn deadline(self) -> Option<Instant> {
         match self {
             Timeout::Poll => Some(Instant::now()),
             Timeout::After(d) => Instant::now().checked_add(d),

@@ -1,0 +1,321 @@
+//! The core's domain, with rscntr's counters: `fi_cntr_open` opens an rscntr counter, and
+//! endpoints and MRs opened here get rscntr's bind so rscntr counters can be bound to them.
+
+use super::bind;
+use super::fabric::LayeredFabric;
+use super::to_core;
+use crate::cntr::{self, CntrHome, CoreDomain};
+use crate::ffi::{self, err};
+use crate::{fi_warn, ofi};
+use std::ffi::{c_int, c_void};
+
+/// The domain ops in the newest layout (2.7 appends `xpu_ctx`, called without FI_CHECK_OP).
+#[repr(C)]
+struct DomainOps {
+    base: ofi::fi_ops_domain,
+    xpu_ctx: unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int,
+}
+
+#[repr(C)]
+pub struct LayeredDomain {
+    fi_ops: ofi::fi_ops,
+    ops: DomainOps,
+    mr: ofi::fi_ops_mr,
+    orig_fi_ops: *const ofi::fi_ops,
+    orig_ops: *const ofi::fi_ops_domain,
+    orig_mr: *const ofi::fi_ops_mr,
+    fabric: *const LayeredFabric,
+    pub home: CntrHome,
+}
+
+impl LayeredDomain {
+    /// # Safety
+    /// `domain` is a core domain patched by [`patch`].
+    unsafe fn of<'a>(domain: *mut ofi::fid_domain) -> &'a LayeredDomain {
+        // SAFETY: its ops point at our `ops` field (caller's contract).
+        unsafe {
+            &*((*domain).ops as *const u8)
+                .sub(std::mem::offset_of!(LayeredDomain, ops))
+                .cast::<LayeredDomain>()
+        }
+    }
+
+    /// # Safety
+    /// `fid` is the fid of a core domain patched by [`patch`] (MR ops get the domain's fid).
+    unsafe fn of_fid<'a>(fid: *mut ofi::fid) -> &'a LayeredDomain {
+        // SAFETY: fid_domain starts with its fid (caller's contract).
+        unsafe { Self::of(fid.cast()) }
+    }
+
+    fn orig(&self) -> &ofi::fi_ops_domain {
+        // SAFETY: the core's static table.
+        unsafe { &*self.orig_ops }
+    }
+
+    fn orig_mr(&self) -> &ofi::fi_ops_mr {
+        // SAFETY: the core's static table.
+        unsafe { &*self.orig_mr }
+    }
+
+    fn core_name(&self) -> &std::ffi::CStr {
+        // SAFETY: the fabric outlives its domains (the core refuses to close it before).
+        unsafe { &(*self.fabric).core }
+    }
+}
+
+/// Points a freshly opened core domain at rscntr's tables.
+///
+/// # Safety
+/// `dom` is an open core domain described by `core_info`.
+pub unsafe fn patch(
+    dom: *mut ofi::fid_domain,
+    core_info: *const ofi::fi_info,
+    fabric: &LayeredFabric,
+) {
+    // SAFETY: the core's domain and the info it was opened with are valid.
+    unsafe {
+        let d = &mut *dom;
+        let manual = (*(*core_info).domain_attr).__bindgen_anon_1.data_progress
+            != ofi::fi_progress_FI_PROGRESS_AUTO;
+        let mut l = Box::new(LayeredDomain {
+            fi_ops: *d.fid.ops,
+            ops: DomainOps {
+                base: *d.ops,
+                xpu_ctx: ffi::no_xpu,
+            },
+            mr: *d.mr,
+            orig_fi_ops: d.fid.ops,
+            orig_ops: d.ops,
+            orig_mr: d.mr,
+            fabric,
+            home: CntrHome::layered(CoreDomain {
+                domain: dom,
+                manual_progress: manual,
+            }),
+        });
+        l.fi_ops.close = Some(domain_close);
+        l.fi_ops.ops_open = Some(domain_ops_open);
+        l.ops.base.size = std::mem::size_of::<DomainOps>();
+        l.ops.base.cntr_open = Some(cntr_open);
+        l.ops.base.endpoint = Some(endpoint);
+        l.ops.base.endpoint2 = Some(endpoint2);
+        l.ops.base.scalable_ep = Some(scalable_ep);
+        l.mr.size = l.mr.size.min(std::mem::size_of::<ofi::fi_ops_mr>());
+        l.mr.reg = Some(mr_reg);
+        l.mr.regv = Some(mr_regv);
+        l.mr.regattr = Some(mr_regattr);
+        fabric.children.add();
+        let l = Box::into_raw(l);
+        d.fid.ops = &mut (*l).fi_ops;
+        d.ops = &mut (*l).ops.base;
+        d.mr = &mut (*l).mr;
+    }
+}
+
+unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core domains reach this op; fi_ops is the first field.
+        let layered = unsafe { (*fid).ops as *mut LayeredDomain };
+        // SAFETY: live until we free it below.
+        let open = unsafe { (*layered).home.children.count() };
+        if open != 0 {
+            fi_warn!(Domain, "domain still has {open} open rscntr counter(s)");
+            return err::EBUSY;
+        }
+        // SAFETY: the core's own close on its own domain.
+        let ret = unsafe { ((*(*layered).orig_fi_ops).close.unwrap())(fid) };
+        if ret == 0 {
+            // SAFETY: the domain is gone; nothing refers to our tables any more. Its fabric
+            // cannot have closed before it.
+            let l = unsafe { Box::from_raw(layered) };
+            unsafe { &*l.fabric }.children.remove();
+        }
+        ret
+    }
+}
+
+/// rscntr's extension ops, else the core's.
+unsafe extern "C" fn domain_ops_open(
+    fid: *mut ofi::fid,
+    name: *const std::ffi::c_char,
+    flags: u64,
+    ops: *mut *mut c_void,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: name NULL or a C string.
+        if !name.is_null() && unsafe { std::ffi::CStr::from_ptr(name) } == crate::ext::FI_RSCNTR_DOMAIN_OPS_V1 {
+            if flags != 0 {
+                return err::EBADFLAGS;
+            }
+            // SAFETY: out pointer from the caller.
+            return ffi::status(unsafe { ffi::write_out(ops, crate::ext::domain_ops(), "ops") });
+        }
+        // SAFETY: only patched core domains reach this op; fi_ops is the first field.
+        let layered = unsafe { &*((*fid).ops as *const LayeredDomain) };
+        // SAFETY: the core's own op.
+        match unsafe { (*layered.orig_fi_ops).ops_open } {
+            Some(open) => unsafe { open(fid, name, flags, ops, context) },
+            None => err::ENOSYS,
+        }
+    }
+}
+
+unsafe extern "C" fn cntr_open(
+    domain: *mut ofi::fid_domain,
+    attr: *mut ofi::fi_cntr_attr,
+    cntr_out: *mut *mut ofi::fid_cntr,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core domains reach this op.
+        let layered = unsafe { LayeredDomain::of(domain) };
+        // SAFETY: forwarded; the domain outlives its counters.
+        unsafe { cntr::open_in(&layered.home, attr, cntr_out, context) }
+    }
+}
+
+/// Opens a core endpoint from an rscntr info and gives it rscntr's bind.
+///
+/// # Safety
+/// As the endpoint ops: `info` NULL or valid, `ep` an out pointer.
+unsafe fn open_ep(
+    domain: *mut ofi::fid_domain,
+    info: *mut ofi::fi_info,
+    ep: *mut *mut ofi::fid_ep,
+    open: impl FnOnce(&ofi::fi_ops_domain, *mut ofi::fi_info, *mut *mut ofi::fid_ep) -> c_int,
+) -> c_int {
+    // SAFETY: only patched core domains reach the endpoint ops.
+    let layered = unsafe { LayeredDomain::of(domain) };
+    // SAFETY: info NULL or valid.
+    let Some(core_info) = (unsafe { to_core(info, layered.core_name()) }) else {
+        return err::ENOMEM;
+    };
+    let mut out: *mut ofi::fid_ep = std::ptr::null_mut();
+    let ret = open(layered.orig(), core_info, &mut out);
+    // SAFETY: allocated by to_core.
+    unsafe { ofi::fi_freeinfo(core_info) };
+    if ret != 0 {
+        return ret;
+    }
+    // SAFETY: a just-opened core endpoint.
+    unsafe { bind::patch(out.cast(), &layered.home) };
+    // SAFETY: out pointer from the caller.
+    ffi::status(unsafe { ffi::write_out(ep, out, "endpoint") })
+}
+
+unsafe extern "C" fn endpoint(
+    domain: *mut ofi::fid_domain,
+    info: *mut ofi::fi_info,
+    ep: *mut *mut ofi::fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: the core's own op with an info it accepts.
+        unsafe { open_ep(domain, info, ep, |o, i, out| o.endpoint.unwrap()(domain, i, out, context)) }
+    }
+}
+
+unsafe extern "C" fn endpoint2(
+    domain: *mut ofi::fid_domain,
+    info: *mut ofi::fi_info,
+    ep: *mut *mut ofi::fid_ep,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: the core's own op with an info it accepts.
+        unsafe {
+            open_ep(domain, info, ep, |o, i, out| match o.endpoint2 {
+                Some(e2) => e2(domain, i, out, flags, context),
+                None => err::ENOSYS,
+            })
+        }
+    }
+}
+
+unsafe extern "C" fn scalable_ep(
+    domain: *mut ofi::fid_domain,
+    info: *mut ofi::fi_info,
+    ep: *mut *mut ofi::fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: the core's own op with an info it accepts.
+        unsafe {
+            open_ep(domain, info, ep, |o, i, out| match o.scalable_ep {
+                Some(s) => s(domain, i, out, context),
+                None => err::ENOSYS,
+            })
+        }
+    }
+}
+
+/// Gives a freshly registered core MR rscntr's bind.
+///
+/// # Safety
+/// `fid` a patched domain's fid; `mr` the out pointer the core filled when `ret` is 0.
+unsafe fn patched_mr(fid: *mut ofi::fid, ret: c_int, mr: *mut *mut ofi::fid_mr) -> c_int {
+    if ret == 0 {
+        // SAFETY: the core registered an MR and stored it through `mr`.
+        unsafe { bind::patch((*mr).cast(), &LayeredDomain::of_fid(fid).home) };
+    }
+    ret
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn mr_reg(
+    fid: *mut ofi::fid,
+    buf: *const c_void,
+    len: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    flags: u64,
+    mr: *mut *mut ofi::fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core domains reach this op; the core's own op.
+        unsafe {
+            let reg = LayeredDomain::of_fid(fid).orig_mr().reg.unwrap();
+            patched_mr(fid, reg(fid, buf, len, access, offset, requested_key, flags, mr, context), mr)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn mr_regv(
+    fid: *mut ofi::fid,
+    iov: *const libc::iovec,
+    count: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    flags: u64,
+    mr: *mut *mut ofi::fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core domains reach this op; the core's own op.
+        unsafe {
+            let regv = LayeredDomain::of_fid(fid).orig_mr().regv.unwrap();
+            patched_mr(fid, regv(fid, iov, count, access, offset, requested_key, flags, mr, context), mr)
+        }
+    }
+}
+
+unsafe extern "C" fn mr_regattr(
+    fid: *mut ofi::fid,
+    attr: *const ofi::fi_mr_attr,
+    flags: u64,
+    mr: *mut *mut ofi::fid_mr,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core domains reach this op; the core's own op.
+        unsafe {
+            let regattr = LayeredDomain::of_fid(fid).orig_mr().regattr.unwrap();
+            patched_mr(fid, regattr(fid, attr, flags, mr), mr)
+        }
+    }
+}

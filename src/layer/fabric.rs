@@ -1,0 +1,233 @@
+//! The core's fabric, handed to the application with rscntr's ops for opening domains and
+//! passive endpoints (which need the core's name in their info) and for fi_trywait (which must
+//! tell rscntr counters from core fids).
+
+use super::{core_fabric_info, core_of_fabric, domain, to_core};
+use crate::fabric::Children;
+use crate::ffi::{self, err};
+use crate::{cntr, fi_warn, ofi, params};
+use std::ffi::{CStr, CString, c_int, c_void};
+
+/// Per core fabric: rscntr's copies of its ops tables (the fid points at them) and the
+/// originals they forward to.
+#[repr(C)]
+pub struct LayeredFabric {
+    fi_ops: ofi::fi_ops,
+    ops: ofi::fi_ops_fabric,
+    orig_fi_ops: *const ofi::fi_ops,
+    orig_ops: *const ofi::fi_ops_fabric,
+    pub core: CString,
+    /// Open layered domains. Checked before the core's close runs: some cores (rxm) free
+    /// state before they notice a fabric is still in use.
+    pub children: Children,
+}
+
+impl LayeredFabric {
+    /// # Safety
+    /// `fabric` is a core fabric patched by [`fabric_open`].
+    unsafe fn of<'a>(fabric: *mut ofi::fid_fabric) -> &'a LayeredFabric {
+        // SAFETY: its ops point at our `ops` field (caller's contract).
+        unsafe {
+            &*((*fabric).ops as *const u8)
+                .sub(std::mem::offset_of!(LayeredFabric, ops))
+                .cast::<LayeredFabric>()
+        }
+    }
+
+    fn orig(&self) -> &ofi::fi_ops_fabric {
+        // SAFETY: the core's static ops table.
+        unsafe { &*self.orig_ops }
+    }
+}
+
+/// `fi_fabric` for a mirrored core fabric attr.
+///
+/// # Safety
+/// `attr` valid with a non-NULL name; `fabric` an out pointer.
+pub unsafe fn fabric_open(
+    attr: &ofi::fi_fabric_attr,
+    fabric: *mut *mut ofi::fid_fabric,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let name = unsafe { CStr::from_ptr(attr.name) }
+        .to_string_lossy()
+        .into_owned();
+    let core = match core_of_fabric(&name).or_else(|| match params::core() {
+        Some(c) if !c.eq_ignore_ascii_case("auto") && !c.eq_ignore_ascii_case("none") => Some(c),
+        _ => None,
+    }) {
+        Some(core) => core,
+        None => {
+            fi_warn!(
+                Fabric,
+                "fabric {name:?} came from no core rscntr knows (call fi_getinfo first)"
+            );
+            return err::ENODATA;
+        }
+    };
+    // SAFETY: attr valid (caller's contract).
+    let info = match unsafe { core_fabric_info(attr, &core) } {
+        Ok(i) => i,
+        Err(e) => return e,
+    };
+    let mut core_fabric: *mut ofi::fid_fabric = std::ptr::null_mut();
+    // SAFETY: the first info of a fresh fi_getinfo list; fi_fabric copies what it needs.
+    let ret = unsafe { ofi::fi_fabric((*info).fabric_attr, &mut core_fabric, context) };
+    // SAFETY: the list from core_fabric_info.
+    unsafe { ofi::fi_freeinfo(info) };
+    if ret != 0 {
+        fi_warn!(Fabric, "core {core} failed to open fabric {name:?}: {ret}");
+        return ret;
+    }
+    // SAFETY: an open core fabric with valid ops tables.
+    let layered = unsafe {
+        let fab = &mut *core_fabric;
+        let mut l = Box::new(LayeredFabric {
+            fi_ops: *fab.fid.ops,
+            ops: *fab.ops,
+            orig_fi_ops: fab.fid.ops,
+            orig_ops: fab.ops,
+            core: CString::new(core.clone()).unwrap_or_default(),
+            children: Children::default(),
+        });
+        l.fi_ops.close = Some(fabric_close);
+        l.ops.size = l.ops.size.min(std::mem::size_of::<ofi::fi_ops_fabric>());
+        l.ops.domain = Some(domain_open);
+        l.ops.domain2 = Some(domain_open2);
+        l.ops.passive_ep = Some(passive_ep);
+        l.ops.trywait = Some(trywait);
+        Box::into_raw(l)
+    };
+    // SAFETY: the Box lives until fabric_close; fi_ops is its first field.
+    unsafe {
+        (*core_fabric).fid.ops = &mut (*layered).fi_ops;
+        (*core_fabric).ops = &mut (*layered).ops;
+    }
+    crate::fi_info!(Fabric, "opened fabric {name:?} over core {core}");
+    // SAFETY: caller's contract.
+    ffi::status(unsafe { ffi::write_out(fabric, core_fabric, "fabric") })
+}
+
+unsafe extern "C" fn fabric_close(fid: *mut ofi::fid) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core fabrics reach this op; fi_ops is LayeredFabric's first field.
+        let layered = unsafe { (*fid).ops as *mut LayeredFabric };
+        // SAFETY: live until freed below.
+        let open = unsafe { (*layered).children.count() };
+        if open != 0 {
+            fi_warn!(Fabric, "fabric still has {open} open domain(s)");
+            return err::EBUSY;
+        }
+        // SAFETY: the core's own close, on its own fabric.
+        let ret = unsafe { ((*(*layered).orig_fi_ops).close.unwrap())(fid) };
+        if ret == 0 {
+            // SAFETY: the fabric is gone; nothing refers to our tables any more.
+            drop(unsafe { Box::from_raw(layered) });
+        }
+        ret
+    }
+}
+
+unsafe extern "C" fn domain_open(
+    fabric: *mut ofi::fid_fabric,
+    info: *mut ofi::fi_info,
+    dom: *mut *mut ofi::fid_domain,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { domain_open2(fabric, info, dom, 0, context) }
+}
+
+unsafe extern "C" fn domain_open2(
+    fabric: *mut ofi::fid_fabric,
+    info: *mut ofi::fi_info,
+    dom: *mut *mut ofi::fid_domain,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core fabrics reach this op.
+        let layered = unsafe { LayeredFabric::of(fabric) };
+        // SAFETY: info NULL or valid.
+        let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
+            return err::ENOMEM;
+        };
+        let mut out: *mut ofi::fid_domain = std::ptr::null_mut();
+        // SAFETY: the core's own ops on its own fabric, with an info it accepts.
+        let ret = unsafe {
+            match (flags, layered.orig().domain2) {
+                (0, _) | (_, None) => layered.orig().domain.unwrap()(fabric, core_info, &mut out, context),
+                (f, Some(d2)) => d2(fabric, core_info, &mut out, f, context),
+            }
+        };
+        if ret == 0 {
+            // SAFETY: a just-opened core domain; core_info describes it.
+            unsafe { domain::patch(out, core_info, layered) };
+        }
+        // SAFETY: allocated by to_core.
+        unsafe { ofi::fi_freeinfo(core_info) };
+        if ret != 0 {
+            fi_warn!(Domain, "core {:?} failed to open a domain: {ret}", layered.core);
+            return ret;
+        }
+        // SAFETY: out pointer from the caller.
+        ffi::status(unsafe { ffi::write_out(dom, out, "domain") })
+    }
+}
+
+unsafe extern "C" fn passive_ep(
+    fabric: *mut ofi::fid_fabric,
+    info: *mut ofi::fi_info,
+    pep: *mut *mut ofi::fid_pep,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core fabrics reach this op.
+        let layered = unsafe { LayeredFabric::of(fabric) };
+        // SAFETY: info NULL or valid.
+        let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
+            return err::ENOMEM;
+        };
+        // SAFETY: the core's own op.
+        let ret = unsafe { layered.orig().passive_ep.unwrap()(fabric, core_info, pep, context) };
+        // SAFETY: allocated by to_core.
+        unsafe { ofi::fi_freeinfo(core_info) };
+        ret
+    }
+}
+
+/// rscntr counters are armed by rscntr, everything else by the core.
+unsafe extern "C" fn trywait(
+    fabric: *mut ofi::fid_fabric,
+    fids: *mut *mut ofi::fid,
+    count: c_int,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core fabrics reach this op.
+        let layered = unsafe { LayeredFabric::of(fabric) };
+        if count < 0 || (fids.is_null() && count > 0) {
+            return err::EINVAL;
+        }
+        let mut core_fids = Vec::new();
+        for i in 0..count as usize {
+            // SAFETY: the caller passes `count` fids.
+            let fid = unsafe { *fids.add(i) };
+            // SAFETY: NULL or a readable fid.
+            if unsafe { cntr::as_cntr(fid) }.is_some() {
+                // SAFETY: an rscntr counter.
+                let ret = unsafe { cntr::trywait(fid) };
+                if ret != 0 {
+                    return ret;
+                }
+            } else {
+                core_fids.push(fid);
+            }
+        }
+        if core_fids.is_empty() {
+            return 0;
+        }
+        // SAFETY: the core's own op with core fids.
+        unsafe { layered.orig().trywait.unwrap()(fabric, core_fids.as_mut_ptr(), core_fids.len() as c_int) }
+    }
+}
