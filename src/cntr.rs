@@ -24,14 +24,22 @@ pub struct CntrHome {
     pub children: Children,
     slots: AtomicUsize,
     core: Option<CoreDomain>,
+    /// Drives the core's progress for armed FDs of a layered domain (started on first use).
+    watcher: std::sync::OnceLock<crate::layer::Watcher>,
 }
+
+pub type CntrOpenFn = unsafe extern "C" fn(
+    *mut ofi::fid_domain,
+    *mut ofi::fi_cntr_attr,
+    *mut *mut ofi::fid_cntr,
+    *mut c_void,
+) -> c_int;
 
 /// The core side of a layered domain.
 pub struct CoreDomain {
     pub domain: *mut ofi::fid_domain,
-    /// The core needs its progress driven by the application's calls (FI_PROGRESS_MANUAL), so
-    /// fi_cntr_read and fi_cntr_wait drive it.
-    pub manual_progress: bool,
+    /// The core's own cntr_open: the domain's ops table now leads to rscntr's.
+    pub cntr_open: CntrOpenFn,
 }
 
 impl CntrHome {
@@ -40,6 +48,7 @@ impl CntrHome {
             children: Children::default(),
             slots: AtomicUsize::new(0),
             core: None,
+            watcher: std::sync::OnceLock::new(),
         }
     }
 
@@ -106,6 +115,9 @@ pub struct Cntr {
     core_open: Mutex<()>,
     /// Endpoints and MRs this counter is bound to; it cannot close while any remain.
     bindings: AtomicUsize,
+    /// The core counter's own value and error count as last taken in (see `sync`).
+    core_seen: AtomicU64,
+    core_seen_err: AtomicU64,
     peer: PeerCntr,
     ops_flags: AtomicU64,
     backend: Backend,
@@ -276,6 +288,8 @@ pub unsafe fn open_in(
             core_cntr: AtomicPtr::new(std::ptr::null_mut()),
             core_open: Mutex::new(()),
             bindings: AtomicUsize::new(0),
+            core_seen: AtomicU64::new(0),
+            core_seen_err: AtomicU64::new(0),
             peer: PeerCntr {
                 fid: peer_sys::fid_peer_cntr {
                     fid: ffi::fid_header(
@@ -322,28 +336,51 @@ impl Cntr {
         unsafe { &*self.home }
     }
 
-    /// Drives the core's progress when it needs the application to (FI_PROGRESS_MANUAL): a
-    /// read of the core's peer counter runs the core's progress for its bound endpoints.
+    /// Drives the core's progress, as libfabric's own counters do on read and wait: a read of
+    /// the core's peer counter runs the core's progress for the endpoints bound to it. Cores
+    /// that advertise FI_PROGRESS_AUTO may still only progress when asked (tcp starts its
+    /// progress thread only for some wait objects), so rscntr always asks.
     #[inline]
-    fn progress(&self) {
+    pub fn progress(&self) {
+        self.sync(false);
+    }
+
+    /// Drives the core's progress and takes in whatever the core counted itself.
+    ///
+    /// Cores differ in how they honour FI_PEER: util-based cores that call the peer's
+    /// `owner_ops->inc` (shm, rxm, rxd) count nothing themselves and read 0; tcp increments
+    /// through its own counter ops and keeps the count in its own counter. rscntr takes the
+    /// increase of the core counter's value since the last look into its own, so both kinds
+    /// count exactly once. The core counter is never set or added to by rscntr, so it only
+    /// grows; a compare-exchange on the last seen value makes each increase count once even
+    /// when threads race.
+    pub fn sync(&self, errors_too: bool) {
         let core = self.core_cntr.load(Ordering::Acquire);
-        if !core.is_null()
-            && let Some(c) = &self.home().core
-            && c.manual_progress
-        {
-            // SAFETY: an open core counter; its ops table is the core's.
-            unsafe {
-                if let Some(read) = (*(*core).ops).read {
-                    read(core);
-                }
-            }
+        if core.is_null() {
+            return;
+        }
+        // SAFETY: an open core counter; its ops table is the core's.
+        let ops = unsafe { &*(*core).ops };
+        if let Some(read) = ops.read {
+            // SAFETY: as above.
+            let now = unsafe { read(core) };
+            take_increase(&self.core_seen, now, |d| self.engine.add(d));
+        }
+        if errors_too && let Some(readerr) = ops.readerr {
+            // SAFETY: as above.
+            let now = unsafe { readerr(core) };
+            take_increase(&self.core_seen_err, now, |d| self.engine.add_err(d));
         }
     }
 
     /// True when waits must drive the core's progress instead of sleeping until woken.
     fn polled(&self) -> bool {
         !self.core_cntr.load(Ordering::Acquire).is_null()
-            && self.home().core.as_ref().is_some_and(|c| c.manual_progress)
+    }
+
+    /// True while an FD armed by fi_trywait waits for a change.
+    pub fn fd_armed(&self) -> bool {
+        self.engine.fd_armed()
     }
 
     /// The core counter that stands for this counter in its layered domain, opened with
@@ -376,7 +413,7 @@ impl Cntr {
         // SAFETY: an open core domain; attr and ctx live across the call, and the core keeps
         // only the peer fid pointer, which lives as long as this counter.
         let ret = unsafe {
-            ofi::fi_cntr_open(
+            (core.cntr_open)(
                 core.domain,
                 &mut attr,
                 &mut out,
@@ -401,6 +438,18 @@ impl Cntr {
 
     pub fn home_ptr(&self) -> *const CntrHome {
         self.home
+    }
+}
+
+/// Moves `seen` up to `now` and hands the difference to `add`, once, whoever races.
+fn take_increase(seen: &AtomicU64, now: u64, add: impl FnOnce(u64)) {
+    let last = seen.load(Ordering::Acquire);
+    if now != last
+        && seen
+            .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    {
+        add(now.wrapping_sub(last));
     }
 }
 
@@ -456,6 +505,9 @@ unsafe extern "C" fn cntr_close(fid: *mut ofi::fid) -> c_int {
         if bound != 0 {
             fi_warn!(Cntr, "counter is still bound to {bound} endpoint(s)/MR(s)");
             return err::EBUSY;
+        }
+        if let Some(w) = cntr.home().watcher.get() {
+            w.unwatch(cntr);
         }
         let core = cntr.core_cntr.load(Ordering::Acquire);
         if !core.is_null() {
@@ -523,7 +575,7 @@ unsafe extern "C" fn cntr_readerr(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: as in cntr_read.
         unsafe { get(cntr) }.map_or(0, |c| {
-            c.progress();
+            c.sync(true);
             c.engine.read_err()
         })
     }
@@ -553,7 +605,7 @@ unsafe extern "C" fn cntr_wait(cntr: *mut ofi::fid_cntr, threshold: u64, timeout
         };
         let timeout = Timeout::from_ms(timeout);
         let result = if cntr.polled() {
-            wait_polled(&cntr.engine, threshold, timeout, &mut || cntr.progress())
+            wait_polled(&cntr.engine, threshold, timeout, &mut || cntr.sync(true))
         } else {
             cntr.engine.wait(threshold, timeout)
         };
@@ -580,7 +632,17 @@ pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
         Err(e) => return e,
     };
     match cntr.engine.trywait() {
-        Ok(()) => 0,
+        Ok(()) => {
+            // Nobody else drives a layered counter's core while the application sleeps in
+            // poll(): the home's watcher does, until the fd fires.
+            if cntr.polled() {
+                cntr.home()
+                    .watcher
+                    .get_or_init(crate::layer::Watcher::default)
+                    .watch(cntr);
+            }
+            0
+        }
         Err(TryWaitError::Pending) => err::EAGAIN,
         Err(TryWaitError::NoFd) => {
             fi_warn!(

@@ -262,6 +262,11 @@ impl Counter {
         }
     }
 
+    /// True while an fd armed by [`Counter::trywait`] has not been signalled yet.
+    pub fn fd_armed(&self) -> bool {
+        self.wake.load(SeqCst) & FD_ARMED != 0
+    }
+
     /// True if a mutation would currently make a syscall (test and diagnostics aid).
     pub fn has_waiters(&self) -> bool {
         self.wake.load(SeqCst) != 0

@@ -63,20 +63,24 @@ impl LayeredDomain {
     }
 }
 
+/// For a core without counters (udp, verbs): binding an rscntr counter then fails cleanly.
+unsafe extern "C" fn no_core_cntr_open(
+    _: *mut ofi::fid_domain,
+    _: *mut ofi::fi_cntr_attr,
+    _: *mut *mut ofi::fid_cntr,
+    _: *mut c_void,
+) -> c_int {
+    err::ENOSYS
+}
+
 /// Points a freshly opened core domain at rscntr's tables.
 ///
 /// # Safety
-/// `dom` is an open core domain described by `core_info`.
-pub unsafe fn patch(
-    dom: *mut ofi::fid_domain,
-    core_info: *const ofi::fi_info,
-    fabric: &LayeredFabric,
-) {
+/// `dom` is an open core domain.
+pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric) {
     // SAFETY: the core's domain and the info it was opened with are valid.
     unsafe {
         let d = &mut *dom;
-        let manual = (*(*core_info).domain_attr).__bindgen_anon_1.data_progress
-            != ofi::fi_progress_FI_PROGRESS_AUTO;
         let mut l = Box::new(LayeredDomain {
             fi_ops: *d.fid.ops,
             ops: DomainOps {
@@ -90,7 +94,7 @@ pub unsafe fn patch(
             fabric,
             home: CntrHome::layered(CoreDomain {
                 domain: dom,
-                manual_progress: manual,
+                cntr_open: (*d.ops).cntr_open.unwrap_or(no_core_cntr_open),
             }),
         });
         l.fi_ops.close = Some(domain_close);

@@ -153,6 +153,10 @@ unsafe extern "C" fn domain_open2(
         let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
             return err::ENOMEM;
         };
+        // rscntr's watcher thread may drive the core's progress while the application's threads
+        // use the domain, so the core must be thread safe whatever the application promised.
+        // SAFETY: a fresh dup with a domain attr.
+        unsafe { (*(*core_info).domain_attr).threading = ofi::fi_threading_FI_THREAD_SAFE };
         let mut out: *mut ofi::fid_domain = std::ptr::null_mut();
         // SAFETY: the core's own ops on its own fabric, with an info it accepts.
         let ret = unsafe {
@@ -163,7 +167,7 @@ unsafe extern "C" fn domain_open2(
         };
         if ret == 0 {
             // SAFETY: a just-opened core domain; core_info describes it.
-            unsafe { domain::patch(out, core_info, layered) };
+            unsafe { domain::patch(out, layered) };
         }
         // SAFETY: allocated by to_core.
         unsafe { ofi::fi_freeinfo(core_info) };

@@ -10,8 +10,10 @@
 mod bind;
 mod domain;
 mod fabric;
+mod watcher;
 
 pub use fabric::fabric_open;
+pub use watcher::Watcher;
 
 use crate::{fi_dbg, fi_info, fi_warn, info, ofi, params, prov};
 use parking_lot::Mutex;
