@@ -12,6 +12,7 @@ use crate::domain::Domain;
 use crate::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy, wait_polled};
 use crate::fabric::Children;
 use crate::ffi::{self, FidObject, err};
+use crate::layer::Watched;
 use crate::{fi_info, fi_warn, info, ofi, params, peer_sys};
 use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
@@ -57,6 +58,11 @@ impl CntrHome {
             core: Some(core),
             ..Self::standalone()
         }
+    }
+
+    /// The watcher thread of a layered domain, started on first use.
+    pub fn watcher(&self) -> &crate::layer::Watcher {
+        self.watcher.get_or_init(crate::layer::Watcher::default)
     }
 
     /// Claims one of the domain's `cntr_cnt` counter slots.
@@ -441,6 +447,13 @@ impl Cntr {
     }
 }
 
+impl Watched for Cntr {
+    fn poll(&self) -> bool {
+        self.sync(true);
+        self.fd_armed()
+    }
+}
+
 /// Moves `seen` up to `now` and hands the difference to `add`, once, whoever races.
 fn take_increase(seen: &AtomicU64, now: u64, add: impl FnOnce(u64)) {
     let last = seen.load(Ordering::Acquire);
@@ -507,7 +520,7 @@ unsafe extern "C" fn cntr_close(fid: *mut ofi::fid) -> c_int {
             return err::EBUSY;
         }
         if let Some(w) = cntr.home().watcher.get() {
-            w.unwatch(cntr);
+            w.unwatch(cntr as &dyn Watched);
         }
         let core = cntr.core_cntr.load(Ordering::Acquire);
         if !core.is_null() {
@@ -636,10 +649,7 @@ pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
             // Nobody else drives a layered counter's core while the application sleeps in
             // poll(): the home's watcher does, until the fd fires.
             if cntr.polled() {
-                cntr.home()
-                    .watcher
-                    .get_or_init(crate::layer::Watcher::default)
-                    .watch(cntr);
+                cntr.home().watcher().watch(cntr as &dyn Watched);
             }
             0
         }

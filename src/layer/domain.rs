@@ -101,6 +101,7 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric) {
         l.fi_ops.ops_open = Some(domain_ops_open);
         l.ops.base.size = std::mem::size_of::<DomainOps>();
         l.ops.base.cntr_open = Some(cntr_open);
+        l.ops.base.cq_open = Some(cq_open);
         l.ops.base.endpoint = Some(endpoint);
         l.ops.base.endpoint2 = Some(endpoint2);
         l.ops.base.scalable_ep = Some(scalable_ep);
@@ -162,6 +163,21 @@ unsafe extern "C" fn domain_ops_open(
             Some(open) => unsafe { open(fid, name, flags, ops, context) },
             None => err::ENOSYS,
         }
+    }
+}
+
+unsafe extern "C" fn cq_open(
+    domain: *mut ofi::fid_domain,
+    attr: *mut ofi::fi_cq_attr,
+    cq_out: *mut *mut ofi::fid_cq,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core domains reach this op.
+        let layered = unsafe { LayeredDomain::of(domain) };
+        let Some(orig) = layered.orig().cq_open else { return err::ENOSYS };
+        // SAFETY: forwarded; the domain outlives its CQs (the core refuses to close it before).
+        unsafe { super::cq::open(orig, domain, attr, cq_out, context, &layered.home) }
     }
 }
 

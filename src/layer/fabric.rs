@@ -224,6 +224,12 @@ unsafe extern "C" fn trywait(
                 if ret != 0 {
                     return ret;
                 }
+            } else if !fid.is_null() && unsafe { super::cq::is_emulated(fid) } {
+                // SAFETY: a CQ whose wait object rscntr emulates.
+                let ret = unsafe { super::cq::trywait(fid) };
+                if ret != 0 {
+                    return ret;
+                }
             } else {
                 core_fids.push(fid);
             }

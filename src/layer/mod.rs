@@ -8,12 +8,13 @@
 //! core would count increments the rscntr counter directly (libfabric's peer API).
 
 mod bind;
+mod cq;
 mod domain;
 mod fabric;
 mod watcher;
 
 pub use fabric::fabric_open;
-pub use watcher::Watcher;
+pub use watcher::{Watched, Watcher};
 
 use crate::{fi_dbg, fi_info, fi_warn, info, ofi, params, prov};
 use parking_lot::Mutex;

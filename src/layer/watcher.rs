@@ -1,19 +1,35 @@
 //! The thread that keeps a layered domain's core progressing while an application sleeps in
-//! poll() on an rscntr counter's fd: it drives the core's progress for each armed counter until
-//! the counter's fd fires, then forgets it. With nothing armed it sleeps on a condition
-//! variable and costs nothing.
+//! poll() on an fd rscntr handed out (a counter's, or an emulated CQ's): it polls each armed
+//! object, which drives the core's progress, until the object's fd fires, then forgets it.
+//! With nothing armed it sleeps on a condition variable and costs nothing.
 
-use crate::cntr::Cntr;
 use crate::engine::{Backoff, MAX_POLL_INTERVAL};
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Something with an armed fd that needs the core's progress to fire.
+pub trait Watched {
+    /// Drives progress and checks; signals the fd and returns false once it fired.
+    fn poll(&self) -> bool;
+}
+
+/// An armed object, by address. Objects unwatch themselves (under the lock) before they are
+/// freed, and the thread only touches them while holding the lock.
+#[derive(Clone, Copy)]
+struct Entry(*const dyn Watched);
+// SAFETY: the pointee is only used under the watcher's lock, one thread at a time (see above).
+unsafe impl Send for Entry {}
+
+impl Entry {
+    fn addr(self) -> usize {
+        self.0 as *const () as usize
+    }
+}
+
 #[derive(Default)]
 struct State {
-    /// Armed counters, as addresses: a counter unwatches itself (under the lock) before it
-    /// is freed, and the thread only touches counters while holding the lock.
-    armed: Vec<usize>,
+    armed: Vec<Entry>,
     stop: bool,
     running: bool,
 }
@@ -31,11 +47,13 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    pub fn watch(&self, cntr: &Cntr) {
-        let key = cntr as *const Cntr as usize;
+    pub fn watch(&self, obj: &dyn Watched) {
+        // SAFETY (lifetime erasure): the object unwatches itself before it is freed.
+        let entry =
+            Entry(unsafe { std::mem::transmute::<&dyn Watched, &'static dyn Watched>(obj) });
         let mut st = self.shared.state.lock();
-        if !st.armed.contains(&key) {
-            st.armed.push(key);
+        if !st.armed.iter().any(|e| e.addr() == entry.addr()) {
+            st.armed.push(entry);
         }
         if !st.running {
             st.running = true;
@@ -48,9 +66,9 @@ impl Watcher {
         self.shared.wake.notify_one();
     }
 
-    pub fn unwatch(&self, cntr: &Cntr) {
-        let key = cntr as *const Cntr as usize;
-        self.shared.state.lock().armed.retain(|&k| k != key);
+    pub fn unwatch(&self, obj: &dyn Watched) {
+        let addr = obj as *const dyn Watched as *const () as usize;
+        self.shared.state.lock().armed.retain(|e| e.addr() != addr);
     }
 }
 
@@ -78,12 +96,8 @@ fn run(shared: &Shared) {
             return;
         }
         let before = st.armed.len();
-        st.armed.retain(|&key| {
-            // SAFETY: counters unwatch themselves under this lock before they are freed.
-            let cntr = unsafe { &*(key as *const Cntr) };
-            cntr.sync(true);
-            cntr.fd_armed()
-        });
+        // SAFETY: armed objects unwatch themselves under this lock before they are freed.
+        st.armed.retain(|e| unsafe { (*e.0).poll() });
         let fired = st.armed.len() != before;
         drop(st);
         if fired {

@@ -1,0 +1,278 @@
+//! Completion-queue wait objects a core lacks: tcp and rxm CQs refuse FI_WAIT_YIELD, shm CQs
+//! refuse FI_WAIT_FD. rscntr then opens the core CQ without a wait object and provides the
+//! requested one itself: `fi_cq_sread` polls the core CQ (driving its progress) with a bounded
+//! back-off, and an FD CQ gets an eventfd that rscntr's watcher makes readable as soon as the
+//! core CQ has an entry, after `fi_trywait` armed it. Reads, writes and everything else stay
+//! the core's own.
+
+use super::watcher::Watched;
+use crate::cntr::CntrHome;
+use crate::engine::{Backoff, EventFd, MAX_POLL_INTERVAL};
+use crate::ffi::{self, err};
+use crate::{fi_info, ofi};
+use std::ffi::{c_int, c_void};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[repr(C)]
+pub struct LayeredCq {
+    fi_ops: ofi::fi_ops,
+    ops: ofi::fi_ops_cq,
+    orig_fi_ops: *const ofi::fi_ops,
+    orig_ops: *const ofi::fi_ops_cq,
+    cq: *mut ofi::fid_cq,
+    home: *const CntrHome,
+    wait_obj: ofi::fi_wait_obj,
+    fd: Option<EventFd>,
+    signaled: AtomicBool,
+}
+
+pub type CqOpenFn = unsafe extern "C" fn(
+    *mut ofi::fid_domain,
+    *mut ofi::fi_cq_attr,
+    *mut *mut ofi::fid_cq,
+    *mut c_void,
+) -> c_int;
+
+/// Opens a core CQ; when the core refuses the wait object, opens it without one and emulates.
+///
+/// # Safety
+/// As fi_cq_open; `home` is the domain's and outlives the CQ.
+pub unsafe fn open(
+    orig: CqOpenFn,
+    domain: *mut ofi::fid_domain,
+    attr: *mut ofi::fi_cq_attr,
+    cq: *mut *mut ofi::fid_cq,
+    context: *mut c_void,
+    home: &CntrHome,
+) -> c_int {
+    // SAFETY: forwarded as the application passed them.
+    let ret = unsafe { orig(domain, attr, cq, context) };
+    // SAFETY: attr NULL or valid.
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        return ret;
+    };
+    let wanted = a.wait_obj;
+    let emulable = matches!(
+        wanted,
+        ofi::fi_wait_obj_FI_WAIT_YIELD
+            | ofi::fi_wait_obj_FI_WAIT_FD
+            | ofi::fi_wait_obj_FI_WAIT_UNSPEC
+    );
+    if ret == 0 || cq.is_null() || !emulable || ![err::EINVAL, err::ENOSYS, -95].contains(&ret) {
+        return ret;
+    }
+    let fd = if wanted == ofi::fi_wait_obj_FI_WAIT_FD {
+        match EventFd::new() {
+            Ok(fd) => Some(fd),
+            Err(e) => return -e.raw_os_error().unwrap_or(12),
+        }
+    } else {
+        None
+    };
+    let mut plain = *a;
+    plain.wait_obj = ofi::fi_wait_obj_FI_WAIT_NONE;
+    plain.wait_cond = ofi::fi_cq_wait_cond_FI_CQ_COND_NONE;
+    plain.wait_set = std::ptr::null_mut();
+    // SAFETY: the same request without a wait object.
+    if unsafe { orig(domain, &mut plain, cq, context) } != 0 {
+        return ret;
+    }
+    fi_info!(
+        Domain,
+        "the core's CQ lacks wait object {wanted}; rscntr provides it"
+    );
+    // SAFETY: a just-opened core CQ with valid ops tables.
+    unsafe {
+        let c = &mut **cq;
+        let mut l = Box::new(LayeredCq {
+            fi_ops: *c.fid.ops,
+            ops: *c.ops,
+            orig_fi_ops: c.fid.ops,
+            orig_ops: c.ops,
+            cq: *cq,
+            home,
+            wait_obj: wanted,
+            fd,
+            signaled: AtomicBool::new(false),
+        });
+        l.fi_ops.close = Some(cq_close);
+        l.fi_ops.control = Some(cq_control);
+        l.ops.size = l.ops.size.min(std::mem::size_of::<ofi::fi_ops_cq>());
+        l.ops.sread = Some(cq_sread);
+        l.ops.sreadfrom = Some(cq_sreadfrom);
+        l.ops.signal = Some(cq_signal);
+        let l = Box::into_raw(l);
+        c.fid.ops = &mut (*l).fi_ops;
+        c.ops = &mut (*l).ops;
+    }
+    0
+}
+
+impl LayeredCq {
+    /// # Safety
+    /// `fid` is a CQ patched by [`open`].
+    unsafe fn of<'a>(fid: *mut ofi::fid) -> &'a LayeredCq {
+        // SAFETY: fi_ops is the first field (caller's contract).
+        unsafe { &*((*fid).ops as *const LayeredCq) }
+    }
+
+    fn orig(&self) -> &ofi::fi_ops_cq {
+        // SAFETY: the core's static table.
+        unsafe { &*self.orig_ops }
+    }
+
+    /// True when the core CQ holds an entry. A read of zero entries runs the core's progress
+    /// and reports whether the queue is empty without taking anything (util CQs).
+    fn has_entry(&self) -> bool {
+        // SAFETY: the core's own read on its own CQ, asking for no entries.
+        let r = unsafe { self.orig().read.unwrap()(self.cq, std::ptr::null_mut(), 0) };
+        r != err::EAGAIN as isize
+    }
+}
+
+/// Is `fid` a CQ whose wait object rscntr emulates?
+///
+/// # Safety
+/// `fid` is a readable fid.
+pub unsafe fn is_emulated(fid: *mut ofi::fid) -> bool {
+    // SAFETY: a readable fid has a readable ops table.
+    unsafe {
+        (*fid).fclass as u32 == ofi::FI_CLASS_CQ
+            && (*(*fid).ops).close.map(|f| f as *const ()) == Some(cq_close as *const ())
+    }
+}
+
+/// fi_trywait on an emulated FD CQ: -FI_EAGAIN while it holds entries; otherwise armed.
+///
+/// # Safety
+/// `fid` satisfies [`is_emulated`].
+pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
+    // SAFETY: caller's contract.
+    let l = unsafe { LayeredCq::of(fid) };
+    let Some(fd) = &l.fd else { return err::EINVAL };
+    fd.drain();
+    if l.has_entry() {
+        return err::EAGAIN;
+    }
+    // SAFETY: the home outlives its CQs.
+    let home = unsafe { &*l.home };
+    home.watcher().watch(l as &dyn Watched);
+    0
+}
+
+impl Watched for LayeredCq {
+    fn poll(&self) -> bool {
+        if self.has_entry() {
+            if let Some(fd) = &self.fd {
+                fd.signal();
+            }
+            false
+        } else {
+            true
+        }
+    }
+}
+
+unsafe extern "C" fn cq_close(fid: *mut ofi::fid) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched CQs reach this op.
+        let l = unsafe { LayeredCq::of(fid) } as *const LayeredCq as *mut LayeredCq;
+        // SAFETY: live until freed below; the home outlives its CQs.
+        unsafe { (*(*l).home).watcher().unwatch(&*l as &dyn Watched) };
+        // SAFETY: the core's own close on its own CQ.
+        let ret = unsafe { ((*(*l).orig_fi_ops).close.unwrap())(fid) };
+        if ret == 0 {
+            // SAFETY: the CQ is gone.
+            drop(unsafe { Box::from_raw(l) });
+        }
+        ret
+    }
+}
+
+unsafe extern "C" fn cq_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_void) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched CQs reach this op.
+        let l = unsafe { LayeredCq::of(fid) };
+        // SAFETY (both arms): arg NULL or the documented out pointer.
+        match command as u32 {
+            ofi::FI_GETWAIT => match &l.fd {
+                Some(fd) => ffi::status(unsafe { ffi::write_out(arg.cast::<c_int>(), fd.as_raw_fd(), "wait") }),
+                None => err::ENODATA,
+            },
+            ofi::FI_GETWAITOBJ => ffi::status(unsafe { ffi::write_out(arg.cast(), l.wait_obj, "wait object") }),
+            // SAFETY: the core's own control.
+            _ => unsafe { (*l.orig_fi_ops).control.map_or(err::ENOSYS, |c| c(fid, command, arg)) },
+        }
+    }
+}
+
+/// Polls the core CQ until an entry, a signal or the timeout (-FI_EAGAIN, as libfabric's sread).
+fn sread_loop(l: &LayeredCq, timeout: c_int, mut read: impl FnMut() -> isize) -> isize {
+    let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    let mut backoff = Backoff::default();
+    let mut nap = Duration::from_micros(10);
+    loop {
+        let r = read();
+        if r != err::EAGAIN as isize {
+            return r;
+        }
+        if l.signaled.swap(false, Ordering::AcqRel) {
+            return err::EAGAIN as isize;
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return err::EAGAIN as isize;
+        }
+        if !backoff.is_spun_out() || l.wait_obj == ofi::fi_wait_obj_FI_WAIT_YIELD {
+            backoff.snooze();
+        } else {
+            std::thread::sleep(deadline.map_or(nap, |d| nap.min(d - now)));
+            nap = (nap * 2).min(MAX_POLL_INTERVAL);
+        }
+    }
+}
+
+unsafe extern "C" fn cq_sread(
+    cq: *mut ofi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    crate::ffi_boundary! {
+        // SAFETY: only patched CQs reach this op.
+        let l = unsafe { LayeredCq::of(cq.cast()) };
+        // SAFETY: the core's own read with the caller's buffer.
+        sread_loop(l, timeout, || unsafe { l.orig().read.unwrap()(cq, buf, count) })
+    }
+}
+
+unsafe extern "C" fn cq_sreadfrom(
+    cq: *mut ofi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src_addr: *mut ofi::fi_addr_t,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    crate::ffi_boundary! {
+        // SAFETY: only patched CQs reach this op.
+        let l = unsafe { LayeredCq::of(cq.cast()) };
+        // SAFETY: the core's own readfrom with the caller's buffers.
+        sread_loop(l, timeout, || unsafe { l.orig().readfrom.unwrap()(cq, buf, count, src_addr) })
+    }
+}
+
+unsafe extern "C" fn cq_signal(cq: *mut ofi::fid_cq) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched CQs reach this op.
+        let l = unsafe { LayeredCq::of(cq.cast()) };
+        l.signaled.store(true, Ordering::Release);
+        if let Some(fd) = &l.fd {
+            fd.signal();
+        }
+        0
+    }
+}
