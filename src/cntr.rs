@@ -427,8 +427,24 @@ impl Cntr {
             )
         };
         if ret != 0 || out.is_null() {
-            fi_warn!(Cntr, "the core cannot open a peer counter (FI_PEER): {ret}");
-            return Err(if ret != 0 { ret } else { err::EOTHER });
+            // A core without peer counters (sockets) counts in a counter of its own; `sync`
+            // takes in its increases.
+            fi_info!(
+                Cntr,
+                "the core has no FI_PEER counters ({ret}); rscntr reads a core counter"
+            );
+            attr.flags = 0;
+            out = std::ptr::null_mut();
+            // SAFETY: as above, without the peer context.
+            let ret =
+                unsafe { (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut()) };
+            if ret != 0 || out.is_null() {
+                fi_warn!(
+                    Cntr,
+                    "the core cannot open a counter for rscntr to read: {ret}"
+                );
+                return Err(if ret != 0 { ret } else { err::EOTHER });
+            }
         }
         self.core_cntr.store(out, Ordering::Release);
         Ok(out)

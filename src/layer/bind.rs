@@ -12,26 +12,113 @@ use std::ffi::c_int;
 struct Binder {
     fi_ops: ofi::fi_ops,
     orig_fi_ops: *const ofi::fi_ops,
+    /// Endpoints only: rscntr's copy of the endpoint ops, so that the transmit and receive
+    /// contexts of a scalable endpoint get rscntr's bind too.
+    ep_ops: Option<Box<ofi::fi_ops_ep>>,
+    orig_ep_ops: *const ofi::fi_ops_ep,
     home: *const CntrHome,
     bound: Mutex<Vec<*const Cntr>>,
 }
 
-/// Gives a core endpoint or MR rscntr's bind and close.
+/// Gives a core MR rscntr's bind and close.
 ///
 /// # Safety
-/// `fid` is an open core endpoint or MR of the domain whose counters live in `home`.
+/// `fid` is an open core MR of the domain whose counters live in `home`.
 pub unsafe fn patch(fid: *mut ofi::fid, home: &CntrHome) {
+    // SAFETY: caller's contract.
+    unsafe { patch_fid(fid, home, None) };
+}
+
+/// Gives a core endpoint (or transmit/receive context) rscntr's bind and close, and its
+/// contexts the same.
+///
+/// # Safety
+/// `ep` is an open core endpoint of the domain whose counters live in `home`.
+pub unsafe fn patch_ep(ep: *mut ofi::fid_ep, home: &CntrHome) {
+    // SAFETY: a valid endpoint with valid ops tables.
+    unsafe {
+        let orig = (*ep).ops;
+        let mut ops = Box::new(*orig);
+        ops.size = ops.size.min(std::mem::size_of::<ofi::fi_ops_ep>());
+        ops.tx_ctx = Some(tx_ctx);
+        ops.rx_ctx = Some(rx_ctx);
+        let b = patch_fid(ep.cast(), home, Some((ops, orig)));
+        (*ep).ops = &mut **(*b).ep_ops.as_mut().unwrap();
+    }
+}
+
+/// # Safety
+/// `fid` is an open core endpoint or MR of the domain whose counters live in `home`.
+unsafe fn patch_fid(
+    fid: *mut ofi::fid,
+    home: &CntrHome,
+    ep_ops: Option<(Box<ofi::fi_ops_ep>, *const ofi::fi_ops_ep)>,
+) -> *mut Binder {
     // SAFETY: a valid fid with a valid ops table.
     unsafe {
+        let (ep_ops, orig_ep_ops) = match ep_ops {
+            Some((ops, orig)) => (Some(ops), orig),
+            None => (None, std::ptr::null()),
+        };
         let mut b = Box::new(Binder {
             fi_ops: *(*fid).ops,
             orig_fi_ops: (*fid).ops,
+            ep_ops,
+            orig_ep_ops,
             home,
             bound: Mutex::new(Vec::new()),
         });
         b.fi_ops.bind = Some(bind);
         b.fi_ops.close = Some(close);
-        (*fid).ops = &mut Box::into_raw(b).as_mut().unwrap().fi_ops;
+        let b = Box::into_raw(b);
+        (*fid).ops = &mut (*b).fi_ops;
+        b
+    }
+}
+
+/// A context of a scalable endpoint: the core's, with rscntr's bind.
+///
+/// # Safety
+/// `sep` was patched by [`patch_ep`]; `out` is the core's out pointer, filled when `ret` is 0.
+unsafe fn patched_ctx(sep: *mut ofi::fid_ep, ret: c_int, out: *mut *mut ofi::fid_ep) -> c_int {
+    if ret == 0 {
+        // SAFETY: the core created a context and stored it through `out`.
+        unsafe { patch_ep(*out, &*binder(sep.cast()).home) };
+    }
+    ret
+}
+
+unsafe extern "C" fn tx_ctx(
+    sep: *mut ofi::fid_ep,
+    index: c_int,
+    attr: *mut ofi::fi_tx_attr,
+    out: *mut *mut ofi::fid_ep,
+    context: *mut std::ffi::c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched endpoints reach this op; the core's own op.
+        unsafe {
+            let orig = (*binder(sep.cast()).orig_ep_ops).tx_ctx;
+            let ret = orig.map_or(err::ENOSYS, |f| f(sep, index, attr, out, context));
+            patched_ctx(sep, ret, out)
+        }
+    }
+}
+
+unsafe extern "C" fn rx_ctx(
+    sep: *mut ofi::fid_ep,
+    index: c_int,
+    attr: *mut ofi::fi_rx_attr,
+    out: *mut *mut ofi::fid_ep,
+    context: *mut std::ffi::c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched endpoints reach this op; the core's own op.
+        unsafe {
+            let orig = (*binder(sep.cast()).orig_ep_ops).rx_ctx;
+            let ret = orig.map_or(err::ENOSYS, |f| f(sep, index, attr, out, context));
+            patched_ctx(sep, ret, out)
+        }
     }
 }
 
@@ -63,6 +150,9 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         };
         // SAFETY: the core binds its own counter.
         let ret = unsafe { orig_bind(fid, core_cntr.cast(), flags) };
+        crate::fi_info!(EpCtrl, "bound an rscntr counter to core fid class {} with flags {:#x}{}",
+            // SAFETY: a readable core fid.
+            unsafe { (*fid).fclass }, flags, describe_flags(flags));
         if ret == 0 {
             c.bound();
             b.bound.lock().push(c);
@@ -86,5 +176,27 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
             }
         }
         ret
+    }
+}
+
+/// The libfabric bind flags in words, for log lines.
+fn describe_flags(flags: u64) -> String {
+    let names = [
+        (ofi::FI_SEND as u64, "FI_SEND"),
+        (ofi::FI_RECV as u64, "FI_RECV"),
+        (ofi::FI_READ as u64, "FI_READ"),
+        (ofi::FI_WRITE as u64, "FI_WRITE"),
+        (ofi::FI_REMOTE_READ as u64, "FI_REMOTE_READ"),
+        (ofi::FI_REMOTE_WRITE as u64, "FI_REMOTE_WRITE"),
+    ];
+    let words: Vec<&str> = names
+        .iter()
+        .filter(|(b, _)| flags & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    if words.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", words.join("|"))
     }
 }

@@ -219,7 +219,7 @@ unsafe fn open_ep(
         return ret;
     }
     // SAFETY: a just-opened core endpoint.
-    unsafe { bind::patch(out.cast(), &layered.home) };
+    unsafe { bind::patch_ep(out, &layered.home) };
     // SAFETY: out pointer from the caller.
     ffi::status(unsafe { ffi::write_out(ep, out, "endpoint") })
 }

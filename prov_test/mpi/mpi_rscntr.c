@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * A 2-rank MPI program for running MPI over rscntr: eager and rendezvous send/recv,
+ * MPI_Win fence put/get, passive-target lock + accumulate, a barrier. Every result is
+ * checked; rank 0 prints "PASS: errors=0" or "FAIL: errors=N" and the exit code follows.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define SMALL 16
+#define LARGE (1 << 20) /* ints: 4 MiB, far past any eager limit */
+#define WIN 64
+
+int main(int argc, char **argv)
+{
+	int rank, size, errors = 0, total = 0;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (size != 2) {
+		if (!rank)
+			fprintf(stderr, "needs exactly 2 ranks\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	int peer = 1 - rank;
+
+	/* eager and rendezvous send/recv, both directions */
+	int *buf = malloc(sizeof(int) * LARGE);
+	for (int n = SMALL; n <= LARGE; n = (n == SMALL) ? LARGE : LARGE + 1) {
+		for (int dir = 0; dir < 2; dir++) {
+			int sender = dir;
+			if (rank == sender) {
+				for (int i = 0; i < n; i++)
+					buf[i] = i * 3 + dir + n;
+				MPI_Send(buf, n, MPI_INT, peer, 7, MPI_COMM_WORLD);
+			} else {
+				for (int i = 0; i < n; i++)
+					buf[i] = -1;
+				MPI_Recv(buf, n, MPI_INT, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				for (int i = 0; i < n; i++)
+					if (buf[i] != i * 3 + dir + n) {
+						errors++;
+						break;
+					}
+			}
+		}
+	}
+	free(buf);
+
+	/* one-sided: fence put/get */
+	int *base;
+	MPI_Win win;
+	MPI_Win_allocate(WIN * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+	for (int i = 0; i < WIN; i++)
+		base[i] = 0;
+	MPI_Win_fence(0, win);
+	int put[WIN], got[WIN];
+	for (int i = 0; i < WIN; i++)
+		put[i] = 1000 * (rank + 1) + i;
+	MPI_Put(put, WIN, MPI_INT, peer, 0, WIN, MPI_INT, win);
+	MPI_Win_fence(0, win);
+	for (int i = 0; i < WIN; i++)
+		if (base[i] != 1000 * (peer + 1) + i)
+			errors++;
+	MPI_Get(got, WIN, MPI_INT, peer, 0, WIN, MPI_INT, win);
+	MPI_Win_fence(0, win);
+	for (int i = 0; i < WIN; i++)
+		if (got[i] != 1000 * (rank + 1) + i) /* the peer holds what we put */
+			errors++;
+
+	/* passive target: both ranks accumulate into rank 0 under a lock */
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 0)
+		for (int i = 0; i < WIN; i++)
+			base[i] = 0;
+	MPI_Barrier(MPI_COMM_WORLD);
+	int one[WIN];
+	for (int i = 0; i < WIN; i++)
+		one[i] = i + 1;
+	for (int rep = 0; rep < 10; rep++) {
+		MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+		MPI_Accumulate(one, WIN, MPI_INT, 0, 0, WIN, MPI_INT, MPI_SUM, win);
+		MPI_Win_unlock(0, win);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 0) {
+		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+		for (int i = 0; i < WIN; i++)
+			if (base[i] != 2 * 10 * (i + 1))
+				errors++;
+		MPI_Win_unlock(0, win);
+	}
+	MPI_Win_free(&win);
+
+	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_Allreduce(&errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("%s: errors=%d\n", total ? "FAIL" : "PASS", total);
+	MPI_Finalize();
+	return total ? 1 : 0;
+}
