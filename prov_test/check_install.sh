@@ -56,7 +56,7 @@ else
 fi
 
 # Control: before the install, the copy does not find rscntr.
-if [ $mode = namespace ] && as_installed "$LF_REAL/bin/fi_info" -p rscntr >/dev/null 2>&1; then
+if as_installed "$SEEN/bin/fi_info" -p rscntr >/dev/null 2>&1; then
     fail "fi_info -p rscntr succeeds before rscntr is installed: the test would prove nothing"
 fi
 
