@@ -53,9 +53,11 @@ warn=$(logs_of warn "$ROOT/target/prov_test/cntr_api")
 expect "$debug" ':rscntr:core:getinfo\(\):[0-9]+<debug> no match' "debug, getinfo()"
 expect "$debug" ':rscntr:core:fi_prov_ini\(\):[0-9]+<info> rscntr [0-9.]+ loaded' "info, fi_prov_ini()"
 expect "$debug" ':rscntr:core:read_int\(\):[0-9]+<warn> FI_RSCNTR_SPIN = 99 is outside' "warn, bad parameter value"
-expect "$info" ':rscntr:cntr:cntr_open\(\):[0-9]+<info> opened a software counter' "info inside ffi_boundary!'s closure"
+expect "$info" ':rscntr:cntr:cntr_open\(\):[0-9]+<info> opened a' "info inside ffi_boundary!'s closure"
 expect "$warn" ':rscntr:cntr:parse_attr\(\):[0-9]+<warn> unknown wait object' "warn from a plain function"
 expect "$warn" ':rscntr:cntr:cntr_control\(\):[0-9]+<warn> ' "warn inside a closure within ffi_boundary!"
+# no_cq_open is made by domain.rs's not_yet! macro; when the data path replaces it, point this
+# at another function a macro generates.
 expect "$warn" ':rscntr:domain:no_cq_open\(\):[0-9]+<warn> fi_cq_open is not supported' "warn from a macro-generated function"
 if grep -qE '<(info|debug)>' <<<"$warn"; then fail "FI_LOG_LEVEL=warn shows info/debug lines"; fi
 
