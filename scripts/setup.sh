@@ -13,7 +13,7 @@ mkdir -p "$DEPS/stamps" "$DEPS/dl" "$DEPS/logs"
 
 # ---- apt --------------------------------------------------------------------------------------
 APT_PKGS=(build-essential pkg-config autoconf automake libtool libclang-dev xz-utils curl
-          python3-venv valgrind)
+          python3-venv valgrind pandoc groff-base)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

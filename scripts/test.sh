@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: sets up first (scripts/setup.sh), then the cargo checks and tests, the C
-# programs in prov_test/ against libfabric 2.1 and 2.5.1, and libfabric's own fabtests.
-# Every external process runs under `timeout`. Ends with "test.sh: N passed, M failed".
+# programs in prov_test/ and examples/ against libfabric 2.1 and 2.5.1, the man page's freshness,
+# fi_info -e and log-line checks, scripts/install.sh into a temporary prefix, and libfabric's own
+# fabtests. Every external process runs under `timeout`. Ends with "test.sh: N passed, M failed".
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -47,6 +48,13 @@ step "cargo clippy" timeout 1200 cargo clippy --release --all-targets --quiet --
 step "cargo test" timeout 1800 cargo test --release
 step "prov_test, libfabric 2.1" timeout 900 prov_test/run.sh "$LF21"
 step "prov_test, libfabric 2.5.1 (MPICH wheel)" timeout 900 prov_test/run.sh "$LF25"
+step "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
+step "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh "$LF25"
+step "man page fresh (scripts/gen-man.sh --check)" timeout 300 bash scripts/gen-man.sh --check
+step "fi_info -e parameters documented; log lines name subsystem and function" \
+    timeout 600 prov_test/check_params_logs.sh "$LF21"
+step "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_PATH" \
+    timeout 900 prov_test/check_install.sh
 step "fi_cntr_test, libfabric 2.1" fi_cntr_test_passes "$LF21"
 step "fi_cntr_test, libfabric 2.5.1" fi_cntr_test_passes "$LF25"
 step "runfabtests.sh -S -t unit rscntr" runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude"

@@ -64,7 +64,7 @@ macro_rules! ffi_boundary {
         match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| { $($body)* })) {
             Ok(v) => v,
             Err(payload) => {
-                $crate::ffi::report_panic($crate::function_name!(), payload.as_ref());
+                $crate::ffi::report_panic($crate::function_name!(), line!(), payload.as_ref());
                 $crate::ffi::PanicValue::panic_value()
             }
         }
@@ -79,7 +79,8 @@ pub fn status(r: Result<(), c_int>) -> c_int {
     }
 }
 
-pub fn report_panic(func: &str, payload: &(dyn std::any::Any + Send)) {
+/// Logs a panic caught by [`ffi_boundary!`] under the name and line of the `extern "C"` entry.
+pub fn report_panic(func: &str, line: u32, payload: &(dyn std::any::Any + Send)) {
     let msg = payload
         .downcast_ref::<&str>()
         .copied()
@@ -89,7 +90,7 @@ pub fn report_panic(func: &str, payload: &(dyn std::any::Any + Send)) {
         crate::log::Level::Warn,
         crate::log::Subsys::Core,
         func,
-        line!(),
+        line,
         format_args!("panic caught at the C boundary, returning an error: {msg}"),
     );
 }
