@@ -9,10 +9,15 @@
 //!   (uint64_t *); anything else -FI_ENOSYS; NULL arg -FI_EINVAL.
 
 use crate::domain::Domain;
-use crate::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy};
+use crate::engine::{
+    Atomics, Counter, Store, StoreError, Timeout, TryWaitError, Tuning, WaitError, WaitStrategy,
+};
 use crate::ffi::{self, FidObject, err};
+use crate::hw::{self, Choice};
+use crate::verbs::HwCounter;
 use crate::{fi_info, fi_warn, ofi, params};
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `FI_XPU` (bit 44) from libfabric 2.7's headers, where `fi_cntr_attr` also grows `xpu_ctx`.
@@ -22,16 +27,80 @@ pub const FI_XPU: u64 = 1 << 44;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Software,
+    Hardware,
 }
 
+/// A counter fid over one kind of engine. Each kind has its own ops tables, so the software
+/// path is exactly the engine's software counter, with no test of which backend it is.
 #[repr(C)]
-pub struct Cntr {
+pub struct Cntr<B: Backing> {
     fid: ofi::fid_cntr,
     domain: *const Domain,
     wait_obj: ofi::fi_wait_obj,
     ops_flags: AtomicU64,
-    backend: Backend,
-    engine: Counter,
+    engine: B,
+}
+
+/// The software engine lives inside the fid; the hardware one is shared with the fd watcher.
+pub type SwEngine = Counter<Atomics>;
+pub type HwEngine = Arc<Counter<HwCounter>>;
+
+/// What a counter fid needs from its engine.
+pub trait Backing: Sized + Send + Sync + 'static {
+    type Store: Store;
+    const BACKEND: Backend;
+    fn counter(&self) -> &Counter<Self::Store>;
+    fn fi_ops() -> &'static ofi::fi_ops;
+    fn ops() -> &'static CntrOps;
+    /// Releases device resources before close; an error makes fi_close fail, the counter
+    /// staying open.
+    fn teardown(&self) -> Result<(), c_int>;
+}
+
+impl Backing for SwEngine {
+    type Store = Atomics;
+    const BACKEND: Backend = Backend::Software;
+    #[inline]
+    fn counter(&self) -> &Counter<Atomics> {
+        self
+    }
+    fn fi_ops() -> &'static ofi::fi_ops {
+        &SW_FI_OPS
+    }
+    fn ops() -> &'static CntrOps {
+        &SW_OPS
+    }
+    fn teardown(&self) -> Result<(), c_int> {
+        Ok(())
+    }
+}
+
+impl Backing for HwEngine {
+    type Store = HwCounter;
+    const BACKEND: Backend = Backend::Hardware;
+    #[inline]
+    fn counter(&self) -> &Counter<HwCounter> {
+        self
+    }
+    fn fi_ops() -> &'static ofi::fi_ops {
+        &HW_FI_OPS
+    }
+    fn ops() -> &'static CntrOps {
+        &HW_OPS
+    }
+    fn teardown(&self) -> Result<(), c_int> {
+        // Off the watcher first (waiting out a poll in progress), so nothing reads the device
+        // counter while or after it is destroyed.
+        let armed = self.unwatch();
+        match self.store().destroy() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.rewatch(armed);
+                fi_warn!(Cntr, "cannot close the hardware counter: {e}");
+                Err(hw::fi_errno(e.errno))
+            }
+        }
+    }
 }
 
 /// `fi_ops_cntr` in the newest layout: libfabric 2.7 appends `export_xpu`, which its inline
@@ -42,29 +111,43 @@ pub struct CntrOps {
     export_xpu: unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int,
 }
 
-static CNTR_FI_OPS: ofi::fi_ops = ffi::fi_ops(cntr_close, cntr_control, ffi::no_ops_open);
-static CNTR_OPS: CntrOps = CntrOps {
-    base: ofi::fi_ops_cntr {
-        size: std::mem::size_of::<CntrOps>(),
-        read: Some(cntr_read),
-        readerr: Some(cntr_readerr),
-        add: Some(cntr_add),
-        set: Some(cntr_set),
-        wait: Some(cntr_wait),
-        adderr: Some(cntr_adderr),
-        seterr: Some(cntr_seterr),
-    },
-    export_xpu: ffi::no_xpu,
-};
+const fn cntr_ops<B: Backing>() -> CntrOps {
+    CntrOps {
+        base: ofi::fi_ops_cntr {
+            size: std::mem::size_of::<CntrOps>(),
+            read: Some(cntr_read::<B>),
+            readerr: Some(cntr_readerr::<B>),
+            add: Some(cntr_add::<B>),
+            set: Some(cntr_set::<B>),
+            wait: Some(cntr_wait::<B>),
+            adderr: Some(cntr_adderr::<B>),
+            seterr: Some(cntr_seterr::<B>),
+        },
+        export_xpu: ffi::no_xpu,
+    }
+}
+
+static SW_FI_OPS: ofi::fi_ops = ffi::fi_ops(
+    cntr_close::<SwEngine>,
+    cntr_control::<SwEngine>,
+    ffi::no_ops_open,
+);
+static SW_OPS: CntrOps = cntr_ops::<SwEngine>();
+static HW_FI_OPS: ofi::fi_ops = ffi::fi_ops(
+    cntr_close::<HwEngine>,
+    cntr_control::<HwEngine>,
+    ffi::no_ops_open,
+);
+static HW_OPS: CntrOps = cntr_ops::<HwEngine>();
 const _: () = assert!(std::mem::size_of::<CntrOps>() == 72);
 
-// SAFETY: repr(C) with fid_cntr first; every Cntr is built by `cntr_open` with FI_CLASS_CNTR and
-// CNTR_FI_OPS.
-unsafe impl FidObject for Cntr {
+// SAFETY: repr(C) with fid_cntr first; every Cntr<B> is built by `cntr_open` with FI_CLASS_CNTR
+// and B's fi_ops table, which differs between the two kinds.
+unsafe impl<B: Backing> FidObject for Cntr<B> {
     const FCLASS: u32 = ofi::FI_CLASS_CNTR;
     const NAME: &'static str = "counter";
     fn fi_ops() -> *const ofi::fi_ops {
-        &CNTR_FI_OPS
+        B::fi_ops()
     }
 }
 
@@ -160,64 +243,134 @@ pub unsafe extern "C" fn cntr_open(
             Ok(c) => c,
             Err(e) => return e,
         };
-        let engine = match Counter::with_spin_limit(config.strategy, params::spin_limit()) {
+        let choice = match hw::choose(config.events) {
             Ok(c) => c,
-            Err(e) => {
-                fi_warn!(Cntr, "cannot create the counter's eventfd: {e}");
-                return -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as i32);
-            }
+            Err(e) => return e,
         };
         if let Err(e) = domain.claim_cntr_slot() {
             return e;
         }
-        let obj = Box::new(Cntr {
-            fid: ofi::fid_cntr {
-                fid: ffi::fid_header(ofi::FI_CLASS_CNTR, context, &CNTR_FI_OPS),
-                ops: &CNTR_OPS.base as *const _ as *mut _,
-            },
-            domain,
-            wait_obj: config.wait_obj,
-            ops_flags: AtomicU64::new(0),
-            backend: Backend::Software,
-            engine,
-        });
-        fi_info!(Cntr, "opened a software counter (events {}, wait object {})",
-            config.events, config.wait_obj);
-        // SAFETY: non-NULL out pointer checked above.
-        unsafe { *cntr = ffi::into_fid(obj).cast() };
-        0
+        let fid = match choice {
+            Choice::Software => {
+                Counter::with_spin_limit(config.strategy, params::spin_limit())
+                    .map(|engine| new_fid(domain, &config, context, engine))
+            }
+            Choice::Hardware(store) => {
+                let tuning = Tuning { spin_limit: params::spin_limit(), poll_max: params::hw().poll_max };
+                let device = store.device().name().to_owned();
+                Counter::with_store(store, config.strategy, tuning).map(|engine| {
+                    fi_info!(Cntr, "hardware counter on {device}");
+                    new_fid(domain, &config, context, engine)
+                })
+            }
+        };
+        match fid {
+            Ok(fid) => {
+                // SAFETY: non-NULL out pointer checked above.
+                unsafe { *cntr = fid.cast() };
+                0
+            }
+            Err(e) => {
+                domain.release_cntr_slot();
+                fi_warn!(Cntr, "cannot create the counter's eventfd or watcher: {e}");
+                -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as i32)
+            }
+        }
     }
 }
 
+fn new_fid<B: Backing>(
+    domain: &Domain,
+    config: &Config,
+    context: *mut c_void,
+    engine: B,
+) -> *mut ofi::fid {
+    let obj = Box::new(Cntr {
+        fid: ofi::fid_cntr {
+            fid: ffi::fid_header(ofi::FI_CLASS_CNTR, context, B::fi_ops()),
+            ops: &B::ops().base as *const _ as *mut _,
+        },
+        domain,
+        wait_obj: config.wait_obj,
+        ops_flags: AtomicU64::new(0),
+        engine,
+    });
+    fi_info!(
+        Cntr,
+        "opened a {:?} counter (events {}, wait object {})",
+        B::BACKEND,
+        config.events,
+        config.wait_obj
+    );
+    ffi::into_fid(obj)
+}
+
+/// What the extension ops and fi_trywait need from a counter of either kind.
+pub trait AnyCntr {
+    fn backend(&self) -> Backend;
+    fn trywait(&self) -> c_int;
+}
+
+impl<B: Backing> AnyCntr for Cntr<B> {
+    fn backend(&self) -> Backend {
+        B::BACKEND
+    }
+    fn trywait(&self) -> c_int {
+        match self.engine.counter().trywait() {
+            Ok(()) => 0,
+            Err(TryWaitError::Pending) => err::EAGAIN,
+            Err(TryWaitError::NoFd) => {
+                fi_warn!(
+                    Cntr,
+                    "fi_trywait on a counter without FI_WAIT_FD (wait object {})",
+                    self.wait_obj
+                );
+                err::EINVAL
+            }
+        }
+    }
+}
+
+/// Looks up an rscntr counter of either kind.
+///
 /// # Safety
-/// `cntr` is NULL or a readable fid.
-unsafe fn get<'a>(cntr: *mut ofi::fid_cntr) -> Result<&'a Cntr, c_int> {
-    // SAFETY: fid_cntr begins with struct fid; the caller's contract covers the rest.
-    unsafe { ffi::object::<Cntr>(cntr.cast()) }
-}
-
-impl Cntr {
-    pub fn backend(&self) -> Backend {
-        self.backend
+/// `fid` is NULL or a readable fid.
+unsafe fn any<'a>(fid: *mut ofi::fid) -> Result<&'a dyn AnyCntr, c_int> {
+    // SAFETY: non-NULL and readable by the caller's contract.
+    if !fid.is_null() && std::ptr::eq(unsafe { (*fid).ops }, &HW_FI_OPS) {
+        // SAFETY: caller's contract.
+        return unsafe { ffi::object::<Cntr<HwEngine>>(fid) }.map(|c| c as &dyn AnyCntr);
     }
+    // SAFETY: caller's contract; object() rejects anything that is not a software counter.
+    unsafe { ffi::object::<Cntr<SwEngine>>(fid) }.map(|c| c as &dyn AnyCntr)
 }
 
 /// Looks up an rscntr counter for the extension ops.
 ///
 /// # Safety
 /// `cntr` is NULL or a readable fid.
-pub unsafe fn lookup<'a>(cntr: *mut ofi::fid_cntr) -> Result<&'a Cntr, c_int> {
-    // SAFETY: caller's contract.
-    unsafe { get(cntr) }
+pub unsafe fn lookup<'a>(cntr: *mut ofi::fid_cntr) -> Result<&'a dyn AnyCntr, c_int> {
+    // SAFETY: fid_cntr begins with struct fid; caller's contract.
+    unsafe { any(cntr.cast()) }
 }
 
-unsafe extern "C" fn cntr_close(fid: *mut ofi::fid) -> c_int {
+/// # Safety
+/// `cntr` is NULL or a readable fid.
+unsafe fn get<'a, B: Backing>(cntr: *mut ofi::fid_cntr) -> Result<&'a Cntr<B>, c_int> {
+    // SAFETY: fid_cntr begins with struct fid; the caller's contract covers the rest.
+    unsafe { ffi::object::<Cntr<B>>(cntr.cast()) }
+}
+
+unsafe extern "C" fn cntr_close<B: Backing>(fid: *mut ofi::fid) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
-        let cntr = match unsafe { ffi::object::<Cntr>(fid) } {
+        let cntr = match unsafe { ffi::object::<Cntr<B>>(fid) } {
             Ok(c) => c,
             Err(e) => return e,
         };
+        if let Err(e) = cntr.engine.teardown() {
+            return e;
+        }
         // SAFETY: the domain outlives its counters (it counts them as children).
         unsafe { &*cntr.domain }.release_cntr_slot();
         // SAFETY: the caller gives the fid up with fi_close.
@@ -226,17 +379,21 @@ unsafe extern "C" fn cntr_close(fid: *mut ofi::fid) -> c_int {
     }
 }
 
-unsafe extern "C" fn cntr_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_void) -> c_int {
+unsafe extern "C" fn cntr_control<B: Backing>(
+    fid: *mut ofi::fid,
+    command: c_int,
+    arg: *mut c_void,
+) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
-        let cntr = match unsafe { ffi::object::<Cntr>(fid) } {
+        let cntr = match unsafe { ffi::object::<Cntr<B>>(fid) } {
             Ok(c) => c,
             Err(e) => return e,
         };
         // SAFETY (every arm): `arg` is NULL or the out/in pointer type fi_cntr(3) documents for
         // the command; write_out and the explicit check reject NULL.
         ffi::status(match command as u32 {
-            ofi::FI_GETWAIT => match cntr.engine.fd() {
+            ofi::FI_GETWAIT => match cntr.engine.counter().fd() {
                 Some(fd) => unsafe { ffi::write_out(arg.cast::<c_int>(), fd, "wait fd") },
                 None => {
                     fi_warn!(Cntr, "FI_GETWAIT: the counter has no fd (open it with FI_WAIT_FD)");
@@ -262,43 +419,64 @@ unsafe extern "C" fn cntr_control(fid: *mut ofi::fid, command: c_int, arg: *mut 
     }
 }
 
-unsafe extern "C" fn cntr_read(cntr: *mut ofi::fid_cntr) -> u64 {
+unsafe extern "C" fn cntr_read<B: Backing>(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us; a bad fid reads as 0.
-        unsafe { get(cntr) }.map_or(0, |c| c.engine.read())
+        unsafe { get::<B>(cntr) }.map_or(0, |c| c.engine.counter().read())
     }
 }
 
-unsafe extern "C" fn cntr_readerr(cntr: *mut ofi::fid_cntr) -> u64 {
+unsafe extern "C" fn cntr_readerr<B: Backing>(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: as in cntr_read.
-        unsafe { get(cntr) }.map_or(0, |c| c.engine.read_err())
+        unsafe { get::<B>(cntr) }.map_or(0, |c| c.engine.counter().read_err())
     }
+}
+
+/// A failed device update: logged, as -FI_E*. Software stores never fail.
+#[cold]
+fn store_error(op: &str, e: StoreError) -> c_int {
+    fi_warn!(
+        Cntr,
+        "{op} on a hardware counter failed: {}",
+        std::io::Error::from_raw_os_error(e.0)
+    );
+    hw::fi_errno(e.0)
 }
 
 macro_rules! mutator {
-    ($name:ident, $method:ident) => {
-        unsafe extern "C" fn $name(cntr: *mut ofi::fid_cntr, value: u64) -> c_int {
+    ($name:ident, $method:ident, $op:literal) => {
+        unsafe extern "C" fn $name<B: Backing>(cntr: *mut ofi::fid_cntr, value: u64) -> c_int {
             crate::ffi_boundary! {
                 // SAFETY: libfabric passes the fid it got from us.
-                ffi::status(unsafe { get(cntr) }.map(|c| c.engine.$method(value)))
+                match unsafe { get::<B>(cntr) } {
+                    Ok(c) => match c.engine.counter().$method(value) {
+                        Ok(()) => 0,
+                        Err(e) => store_error($op, e),
+                    },
+                    Err(e) => e,
+                }
             }
         }
     };
 }
-mutator!(cntr_add, add);
-mutator!(cntr_adderr, add_err);
-mutator!(cntr_set, set);
-mutator!(cntr_seterr, set_err);
+mutator!(cntr_add, add, "fi_cntr_add");
+mutator!(cntr_adderr, add_err, "fi_cntr_adderr");
+mutator!(cntr_set, set, "fi_cntr_set");
+mutator!(cntr_seterr, set_err, "fi_cntr_seterr");
 
-unsafe extern "C" fn cntr_wait(cntr: *mut ofi::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
+unsafe extern "C" fn cntr_wait<B: Backing>(
+    cntr: *mut ofi::fid_cntr,
+    threshold: u64,
+    timeout: c_int,
+) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
-        let cntr = match unsafe { get(cntr) } {
+        let cntr = match unsafe { get::<B>(cntr) } {
             Ok(c) => c,
             Err(e) => return e,
         };
-        match cntr.engine.wait(threshold, Timeout::from_ms(timeout)) {
+        match cntr.engine.counter().wait(threshold, Timeout::from_ms(timeout)) {
             Ok(()) => 0,
             Err(WaitError::TimedOut) => err::ETIMEDOUT,
             Err(WaitError::ErrorChanged) => err::EAVAIL,
@@ -316,20 +494,8 @@ unsafe extern "C" fn cntr_wait(cntr: *mut ofi::fid_cntr, threshold: u64, timeout
 /// `fid` is a readable fid.
 pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
     // SAFETY: caller's contract.
-    let cntr = match unsafe { ffi::object::<Cntr>(fid) } {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
-    match cntr.engine.trywait() {
-        Ok(()) => 0,
-        Err(TryWaitError::Pending) => err::EAGAIN,
-        Err(TryWaitError::NoFd) => {
-            fi_warn!(
-                Cntr,
-                "fi_trywait on a counter without FI_WAIT_FD (wait object {})",
-                cntr.wait_obj
-            );
-            err::EINVAL
-        }
+    match unsafe { any(fid) } {
+        Ok(c) => c.trywait(),
+        Err(e) => e,
     }
 }
