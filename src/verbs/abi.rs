@@ -88,8 +88,19 @@ const _: () = assert!(std::mem::size_of::<IbvCompCntrInitAttr>() == 12);
 const _: () = assert!(std::mem::size_of::<IbvCompCntrCaps>() == 16);
 const _: () = assert!(std::mem::size_of::<IbvQpAttachCompCntrAttr>() == 8);
 
-/// One struct's layout, for the layout test: (C name, size, align, [(C field, offset)]).
-pub type Layout = (&'static str, usize, usize, &'static [(&'static str, usize)]);
+/// One struct's layout, for the layout test: C name, size, alignment, and per field its C
+/// name, offset and size.
+pub type Layout = (
+    &'static str,
+    usize,
+    usize,
+    Vec<(&'static str, usize, usize)>,
+);
+
+/// The size of a field, given a projection to it.
+fn field_size<T, F>(_: fn(&T) -> &F) -> usize {
+    std::mem::size_of::<F>()
+}
 
 macro_rules! layout {
     ($cname:literal, $t:ty, [$($cfield:literal => $field:ident),* $(,)?]) => {
@@ -97,22 +108,28 @@ macro_rules! layout {
             $cname,
             std::mem::size_of::<$t>(),
             std::mem::align_of::<$t>(),
-            &[$(($cfield, std::mem::offset_of!($t, $field))),*],
+            vec![$((
+                $cfield,
+                std::mem::offset_of!($t, $field),
+                field_size(|s: &$t| &s.$field),
+            )),*],
         )
     };
 }
 
 /// Every struct rscntr mirrors, with the C names of its fields.
-pub const LAYOUTS: [Layout; 4] = [
-    layout!("struct ibv_comp_cntr", IbvCompCntr, ["context" => context, "handle" => handle]),
-    layout!("struct ibv_comp_cntr_init_attr", IbvCompCntrInitAttr,
-        ["comp_mask" => comp_mask, "type" => cntr_type, "flags" => flags]),
-    layout!("struct ibv_comp_cntr_caps", IbvCompCntrCaps,
-        ["max_value" => max_value, "max_counters" => max_counters,
-         "supported_qp_attach_ops" => supported_qp_attach_ops]),
-    layout!("struct ibv_qp_attach_comp_cntr_attr", IbvQpAttachCompCntrAttr,
-        ["comp_mask" => comp_mask, "op_mask" => op_mask]),
-];
+pub fn layouts() -> Vec<Layout> {
+    vec![
+        layout!("struct ibv_comp_cntr", IbvCompCntr, ["context" => context, "handle" => handle]),
+        layout!("struct ibv_comp_cntr_init_attr", IbvCompCntrInitAttr,
+            ["comp_mask" => comp_mask, "type" => cntr_type, "flags" => flags]),
+        layout!("struct ibv_comp_cntr_caps", IbvCompCntrCaps,
+            ["max_value" => max_value, "max_counters" => max_counters,
+             "supported_qp_attach_ops" => supported_qp_attach_ops]),
+        layout!("struct ibv_qp_attach_comp_cntr_attr", IbvQpAttachCompCntrAttr,
+            ["comp_mask" => comp_mask, "op_mask" => op_mask]),
+    ]
+}
 
 /// Every constant rscntr mirrors, with its C name.
 pub const CONSTANTS: [(&str, i64); 9] = [
