@@ -48,12 +48,13 @@ pub fn state() -> &'static HwState {
                 fi_info!(
                     Core,
                     "hardware counters available: device {} via {} (max_counters {}, max_value \
-                     {:#x}, attach ops {:#x}); FI_RSCNTR_HW={policy:?}",
+                     {:#x}, attach ops {:#x}); FI_RSCNTR_HW={}",
                     d.name(),
                     d.api().origin,
                     c.max_counters,
                     c.max_value,
-                    c.supported_qp_attach_ops
+                    c.supported_qp_attach_ops,
+                    format!("{policy:?}").to_lowercase()
                 );
             }
             HwState::Off => fi_info!(Core, "FI_RSCNTR_HW=off: counters are software"),
@@ -188,7 +189,7 @@ pub fn choose(events: ofi::fi_cntr_events) -> Result<Choice, c_int> {
         Err(e) if policy == HwPolicy::On => {
             fi_warn!(
                 Cntr,
-                "FI_RSCNTR_HW=on: no hardware {kind:?} counter on {}: {e}",
+                "FI_RSCNTR_HW=on: no hardware {kind} counter on {}: {e}",
                 dev.name()
             );
             Err(fi_errno(e.errno))
@@ -196,7 +197,7 @@ pub fn choose(events: ofi::fi_cntr_events) -> Result<Choice, c_int> {
         Err(e) => {
             fi_info!(
                 Cntr,
-                "software counter: no hardware {kind:?} counter on {}: {e}",
+                "software counter: no hardware {kind} counter on {}: {e}",
                 dev.name()
             );
             Ok(Choice::Software)

@@ -59,6 +59,15 @@ pub enum CounterKind {
     Bytes,
 }
 
+impl std::fmt::Display for CounterKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CounterKind::Wrs => "WRS (FI_CNTR_EVENTS_COMP)",
+            CounterKind::Bytes => "BYTES (FI_CNTR_EVENTS_BYTES)",
+        })
+    }
+}
+
 /// One opened device whose caps report completion counters. Opened once, kept for the life of
 /// the process (or of the test that opened it).
 pub struct Device {
