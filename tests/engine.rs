@@ -1,7 +1,10 @@
 //! The counter engine on its own: every semantic fi_cntr promises, without libfabric.
 
-use rscntr::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy};
+use rscntr::engine::{
+    Counter, Store, StoreError, Timeout, TryWaitError, Tuning, WaitError, WaitStrategy,
+};
 use std::os::fd::RawFd;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -287,4 +290,82 @@ fn fd_counter_supports_blocking_wait_too() {
     thread::sleep(Duration::from_millis(20));
     c.add(2).unwrap();
     assert_eq!(t.join().unwrap(), Ok(()));
+}
+
+/// A store that changes behind the counter's back, as a device does: the engine must poll it.
+#[derive(Default)]
+struct BehindTheBack {
+    value: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
+}
+
+impl Store for BehindTheBack {
+    const POLLED: bool = true;
+    fn read(&self) -> u64 {
+        self.value.load(SeqCst)
+    }
+    fn read_err(&self) -> u64 {
+        self.errors.load(SeqCst)
+    }
+    fn add(&self, v: u64) -> Result<(), StoreError> {
+        self.value.fetch_add(v, SeqCst);
+        Ok(())
+    }
+    fn add_err(&self, v: u64) -> Result<(), StoreError> {
+        self.errors.fetch_add(v, SeqCst);
+        Ok(())
+    }
+    fn set(&self, v: u64) -> Result<(), StoreError> {
+        self.value.store(v, SeqCst);
+        Ok(())
+    }
+    fn set_err(&self, v: u64) -> Result<(), StoreError> {
+        self.errors.store(v, SeqCst);
+        Ok(())
+    }
+}
+
+fn polled(s: WaitStrategy) -> Arc<Counter<BehindTheBack>> {
+    Counter::with_store(BehindTheBack::default(), s, Tuning::default()).expect("counter")
+}
+
+#[test]
+fn any_polled_store_wakes_waiters_by_polling() {
+    for s in ALL_WAITABLE {
+        let c = polled(s);
+        let c2 = c.clone();
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            c2.store().value.fetch_add(4, SeqCst); // nobody is notified
+        });
+        assert_eq!(c.wait(4, Timeout::from_ms(10_000)), Ok(()), "{s:?}");
+        t.join().unwrap();
+        assert!(!c.has_waiters(), "{s:?}");
+    }
+}
+
+#[test]
+fn any_polled_store_signals_an_armed_fd_through_the_watcher() {
+    let c = polled(WaitStrategy::Fd);
+    let fd = c.fd().unwrap();
+    assert_eq!(c.trywait(), Ok(()));
+    let c2 = c.clone();
+    let t = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        c2.store().errors.fetch_add(1, SeqCst);
+    });
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+    t.join().unwrap();
+    assert_eq!(
+        n, 1,
+        "the watcher did not signal a change made behind the counter's back"
+    );
+    assert_eq!(c.trywait(), Err(TryWaitError::Pending));
+    assert_eq!(c.unwatch().map(|s| (s.0, s.1)), Some((0, 1)));
 }
