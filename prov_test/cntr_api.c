@@ -3,9 +3,15 @@
  * rscntr's counters through the public libfabric API, loaded like any application loads a
  * provider (FI_PROVIDER_PATH). Every op, every wait object, FI_GETWAIT + poll() after
  * fi_trywait, -FI_EAVAIL, -FI_ETIMEDOUT, the extension ops, and bad input.
+ *
+ * The same suite runs on every backend: RSCNTR_EXPECT_BACKEND=software|hardware (default
+ * software) is the backend every completion counter must have, RSCNTR_EXPECT_BYTES_BACKEND
+ * (default: the same) that of byte counters; RSCNTR_EXPECT_HW_STATE=off|no_library|
+ * no_counter_api|no_device|available, if set, what hardware detection must report.
  */
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <unistd.h>
 #include <rdma/fi_domain.h>
@@ -23,6 +29,25 @@ static struct fid_eq *eq;
 static struct fi_info *info;
 /* FI_RSCNTR_CORE=none: rscntr's own fabric and domain, counters only */
 static int standalone;
+static struct fi_rscntr_domain_ops *ext;
+
+static enum fi_rscntr_backend backend_from_env(const char *var, enum fi_rscntr_backend dflt)
+{
+	const char *v = getenv(var);
+	if (!v || !*v)
+		return dflt;
+	if (!strcmp(v, "hardware"))
+		return FI_RSCNTR_BACKEND_HARDWARE;
+	if (strcmp(v, "software"))
+		fprintf(stderr, "%s=%s: expected software or hardware\n", var, v);
+	return FI_RSCNTR_BACKEND_SOFTWARE;
+}
+
+static enum fi_rscntr_backend expected_backend(enum fi_cntr_events events)
+{
+	enum fi_rscntr_backend comp = backend_from_env("RSCNTR_EXPECT_BACKEND", FI_RSCNTR_BACKEND_SOFTWARE);
+	return events == FI_CNTR_EVENTS_BYTES ? backend_from_env("RSCNTR_EXPECT_BYTES_BACKEND", comp) : comp;
+}
 
 static const enum fi_wait_obj waitable[] = { FI_WAIT_UNSPEC, FI_WAIT_YIELD, FI_WAIT_FD };
 static const char *wait_name(enum fi_wait_obj w)
@@ -41,7 +66,34 @@ static struct fid_cntr *open_cntr(enum fi_wait_obj wait_obj, enum fi_cntr_events
 	struct fi_cntr_attr attr = { .events = events, .wait_obj = wait_obj };
 	struct fid_cntr *c = NULL;
 	CHECK_RET(fi_cntr_open(domain, &attr, &c, NULL), 0);
+	if (c && ext) {
+		enum fi_rscntr_backend b = 0;
+		CHECK_RET(ext->cntr_backend(c, &b), 0);
+		CHECK(b == expected_backend(events), "events %d wait %d: backend %d, expected %d",
+		      events, wait_obj, b, expected_backend(events));
+	}
 	return c;
+}
+
+static void test_hw_state(void)
+{
+	static const char *names[] = { [FI_RSCNTR_HW_OFF] = "off",
+		[FI_RSCNTR_HW_NO_LIBRARY] = "no_library", [FI_RSCNTR_HW_NO_COUNTER_API] = "no_counter_api",
+		[FI_RSCNTR_HW_NO_DEVICE] = "no_device", [FI_RSCNTR_HW_AVAILABLE] = "available" };
+	const char *want = getenv("RSCNTR_EXPECT_HW_STATE");
+	enum fi_rscntr_hw_state state = 0;
+
+	CHECK(ext->size >= offsetof(struct fi_rscntr_domain_ops, hw_state) + sizeof(ext->hw_state),
+	      "ext ops size %zu has no hw_state", ext->size);
+	CHECK_RET(ext->hw_state(domain, &state), 0);
+	CHECK(state >= FI_RSCNTR_HW_OFF && state <= FI_RSCNTR_HW_AVAILABLE, "state %d", state);
+	if (state < FI_RSCNTR_HW_OFF || state > FI_RSCNTR_HW_AVAILABLE)
+		return;
+	printf("hardware counters: %s\n", names[state]);
+	if (want && *want)
+		CHECK(!strcmp(names[state], want), "hw state %s, expected %s", names[state], want);
+	CHECK_RET(ext->hw_state(domain, NULL), -FI_EINVAL);
+	CHECK_RET(ext->hw_state((struct fid_domain *) &eq->fid, &state), -FI_EINVAL);
 }
 
 static void test_getinfo(void)
@@ -308,13 +360,11 @@ static void test_extension_and_layout(void)
 	if (ops->export_xpu)
 		CHECK_RET(ops->export_xpu(c, 0, NULL), -FI_ENOSYS);
 
-	struct fi_rscntr_domain_ops *ext = NULL;
-	CHECK_RET(fi_open_ops(&domain->fid, FI_RSCNTR_DOMAIN_OPS_V1, 0, (void **) &ext, NULL), 0);
 	if (ext) {
 		enum fi_rscntr_backend backend = 0;
 		CHECK(ext->size >= sizeof(*ext), "ext ops size %zu", ext->size);
 		CHECK_RET(ext->cntr_backend(c, &backend), 0);
-		CHECK(backend == FI_RSCNTR_BACKEND_SOFTWARE, "backend %d", backend);
+		CHECK(backend == expected_backend(FI_CNTR_EVENTS_COMP), "backend %d", backend);
 		CHECK_RET(ext->cntr_backend(c, NULL), -FI_EINVAL);
 		CHECK_RET(ext->cntr_backend(NULL, &backend), -FI_EINVAL);
 		CHECK_RET(ext->cntr_backend((struct fid_cntr *) &eq->fid, &backend), -FI_EINVAL);
@@ -385,6 +435,10 @@ int main(void)
 	CHECK_RET(fi_domain(fabric, info, &domain, NULL), 0);
 	if (!domain)
 		return finish("cntr_api");
+	CHECK_RET(fi_open_ops(&domain->fid, FI_RSCNTR_DOMAIN_OPS_V1, 0, (void **) &ext, NULL), 0);
+	if (!ext)
+		return finish("cntr_api");
+	test_hw_state();
 
 	test_ops_each_wait_obj();
 	test_cross_thread_wait();

@@ -13,7 +13,10 @@ mkdir -p "$DEPS/stamps" "$DEPS/dl" "$DEPS/logs"
 
 # ---- apt --------------------------------------------------------------------------------------
 APT_PKGS=(build-essential pkg-config autoconf automake libtool libclang-dev xz-utils curl
-          python3-venv valgrind pandoc groff-base)
+          python3-venv valgrind pandoc groff-base
+          # rdma-core 65's libibverbs is built from source (below); Debian's libibverbs1 (44, no
+          # completion counters) is the old library rscntr must also run with.
+          cmake ninja-build libnl-3-dev libnl-route-3-dev libibverbs1)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -85,6 +88,28 @@ if [ ! -f "$DEPS/stamps/venv-mpich" ]; then
     { python3 -m venv "$MPICH_VENV" && "$MPICH_VENV/bin/pip" install -q mpich; } \
         >"$DEPS/logs/venv-mpich.log" 2>&1 || { tail -20 "$DEPS/logs/venv-mpich.log"; exit 1; }
     touch "$DEPS/stamps/venv-mpich"
+fi
+
+# ---- rdma-core 65.0: libibverbs only, never installed into the system ---------------------------
+# .deps/rdma65/include holds verbs.h for the layout test, .deps/rdma65/lib/libibverbs.so.1 the
+# library the detection tests load through FI_RSCNTR_VERBS_LIB.
+RDMA_TAR=rdma-core_65.0.orig.tar.gz
+RDMA_SHA=f6ba3d8b2c4aa334c5c883c1ad0772de339011123cff4fb1db32ae7a443fb7ca
+if [ ! -f "$DEPS/stamps/rdma-core-65.0" ]; then
+    fetch_pool main/r/rdma-core "$RDMA_TAR" "$RDMA_SHA"
+    rm -rf "$DEPS/src/rdma-core-65.0" "$RDMA65"
+    mkdir -p "$DEPS/src/rdma-core-65.0"
+    tar -C "$DEPS/src/rdma-core-65.0" --strip-components=1 -xzf "$DEPS/dl/$RDMA_TAR"
+    mkdir -p "$DEPS/src/rdma-core-65.0/build"
+    cd "$DEPS/src/rdma-core-65.0/build"
+    log "building libibverbs from rdma-core 65.0 (about 15 s)"
+    { timeout 600 cmake -GNinja -DNO_MAN_PAGES=1 -DNO_PYVERBS=1 -DCMAKE_BUILD_TYPE=Release .. &&
+      timeout 600 ninja lib/libibverbs.so.1; } >"$DEPS/logs/rdma-core.log" 2>&1 \
+        || { tail -30 "$DEPS/logs/rdma-core.log"; exit 1; }
+    mkdir -p "$RDMA65/lib"
+    cp -a lib/libibverbs.so* "$RDMA65/lib/"
+    cp -rL include "$RDMA65/include"
+    touch "$DEPS/stamps/rdma-core-65.0"
 fi
 
 # ---- rscntr -----------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ step() {
 }
 
 # fi_cntr_test exits 0 without testing when cntr_cnt is 0: demand its PASS and summary lines.
-fi_cntr_test_passes() {
-    local out
-    out=$(LD_LIBRARY_PATH=$1 FI_PROVIDER_PATH=$PROV_DIR timeout 120 fi_cntr_test -p rscntr 2>&1)
+fi_cntr_test_passes() { # <libdir> [VAR=value...]
+    local lib=$1 out; shift
+    out=$(env LD_LIBRARY_PATH=$lib FI_PROVIDER_PATH=$PROV_DIR "$@" timeout 120 fi_cntr_test -p rscntr 2>&1)
     local rc=$?
     echo "$out"
     [ $rc -eq 0 ] && grep -q '^Running cntr_loop .*PASS' <<<"$out" &&
@@ -45,7 +45,7 @@ runfabtests() { # <suite> <exclude file>
 
 step "cargo fmt --check" timeout 120 cargo fmt --all -- --check
 step "cargo clippy" timeout 1200 cargo clippy --release --all-targets --quiet -- -D warnings
-step "cargo test" timeout 1800 cargo test --release
+step "cargo test" env RSCNTR_REQUIRE_RDMA65=1 timeout 1800 cargo test --release
 step "prov_test, libfabric 2.1" timeout 900 prov_test/run.sh "$LF21"
 step "prov_test, libfabric 2.5.1 (MPICH wheel)" timeout 900 prov_test/run.sh "$LF25"
 step "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
@@ -57,6 +57,107 @@ step "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_
     timeout 900 prov_test/check_install.sh
 step "fi_cntr_test, libfabric 2.1" fi_cntr_test_passes "$LF21"
 step "fi_cntr_test, libfabric 2.5.1" fi_cntr_test_passes "$LF25"
+# ---- hardware counters: detection against real libraries, the fake device ---------------------
+# A prov_test program (built by the prov_test steps above) with extra environment.
+prog() { # <libdir> <program> [VAR=value...]
+    local lib=$1 bin=$ROOT/target/prov_test/$2; shift 2
+    env LD_LIBRARY_PATH="$lib" FI_PROVIDER_PATH="$PROV_DIR" "$@" timeout 300 "$bin"
+}
+# The same, at FI_LOG_LEVEL=info, demanding a log line that matches <pattern>.
+prog_logs() { # <pattern> <libdir> <program> [VAR=value...]
+    local pat=$1 out rc; shift
+    out=$(prog "$@" FI_LOG_LEVEL=info 2>&1); rc=$?
+    grep -v -e 'fi_param_get' -e 'opened a' <<<"$out" | tail -15
+    [ $rc -eq 0 ] || return 1
+    grep -qE "$pat" <<<"$out" || { echo "no log line matching: $pat"; return 1; }
+}
+V44=/usr/lib/x86_64-linux-gnu/libibverbs.so.1   # Debian bookworm's libibverbs1 (rdma-core 44)
+V65=$RDMA65/lib/libibverbs.so.1                  # built by setup.sh
+NOLIB=/nonexistent/libibverbs.so.1               # libibverbs1 is installed, so name a missing one
+LF_BOTH=("$LF21" "$LF25")
+
+# With this libibverbs: the state is reported and logged, the whole counter suite passes on
+# software counters, and FI_RSCNTR_HW=on makes fi_cntr_open fail with -FI_ENODEV and a warning.
+detection() { # <libibverbs> <state> <info log pattern>
+    local lib=$1 state=$2 pat=$3
+    prog_logs "$pat" "$LF21" cntr_api FI_RSCNTR_VERBS_LIB="$lib" RSCNTR_EXPECT_HW_STATE="$state" &&
+    prog "$LF25" cntr_api FI_RSCNTR_VERBS_LIB="$lib" RSCNTR_EXPECT_HW_STATE="$state" &&
+    prog "$LF21" hw_policy FI_RSCNTR_VERBS_LIB="$lib" &&
+    prog_logs "<warn> FI_RSCNTR_HW=on but no hardware counters: .*$pat" "$LF21" hw_policy \
+        FI_RSCNTR_HW=on FI_RSCNTR_VERBS_LIB="$lib" RSCNTR_EXPECT_COMP=-19 RSCNTR_EXPECT_BYTES=-19
+}
+step "hardware detection: no libibverbs" detection "$NOLIB" no_library "cannot load $NOLIB"
+step "hardware detection: Debian libibverbs 44" detection "$V44" no_counter_api \
+    "has no completion counters \(rdma-core < 65"
+step "hardware detection: rdma-core 65, no device" detection "$V65" no_device \
+    "ibv_get_device_list failed"
+
+# The fake device (FI_RSCNTR_FAKE_VERBS, testing only) behind the same function table.
+fake_suite() { # every op and wait object on hardware counters, under both libfabric runtimes
+    local lib
+    for lib in "${LF_BOTH[@]}"; do
+        prog "$lib" cntr_api FI_RSCNTR_FAKE_VERBS=bytes=ok RSCNTR_EXPECT_BACKEND=hardware \
+            RSCNTR_EXPECT_HW_STATE=available || return 1
+    done
+    fi_cntr_test_passes "$LF21" FI_RSCNTR_FAKE_VERBS=bytes=ok FI_RSCNTR_HW=on
+}
+fake_efa_like() { # BYTES refused: auto falls back per counter, on fails with -FI_EOPNOTSUPP
+    prog_logs "software counter: no hardware BYTES \\(FI_CNTR_EVENTS_BYTES\\) counter on fake0" "$LF21" cntr_api \
+        FI_RSCNTR_FAKE_VERBS=1 RSCNTR_EXPECT_BACKEND=hardware RSCNTR_EXPECT_BYTES_BACKEND=software &&
+    prog "$LF21" hw_policy FI_RSCNTR_HW=on FI_RSCNTR_FAKE_VERBS=1 RSCNTR_EXPECT_COMP=hardware \
+        RSCNTR_EXPECT_BYTES=-95
+}
+fake_limits() { # max_counters and max_value
+    prog "$LF21" hw_policy FI_RSCNTR_FAKE_VERBS=max_counters=3 RSCNTR_EXPECT_COMP=hardware \
+        RSCNTR_HW_LIMIT=3 RSCNTR_EXPECT_OVER=software RSCNTR_EXPECT_CNTR_CNT=4096 || return 1
+    local lib
+    for lib in "${LF_BOTH[@]}"; do
+        prog "$lib" hw_policy FI_RSCNTR_HW=on FI_RSCNTR_FAKE_VERBS=max_counters=3,max_value=1000 \
+            RSCNTR_EXPECT_COMP=hardware RSCNTR_EXPECT_BYTES=-95 RSCNTR_HW_LIMIT=3 \
+            RSCNTR_EXPECT_OVER=-28 RSCNTR_EXPECT_CNTR_CNT=3 RSCNTR_EXPECT_MAX_VALUE=1000 || return 1
+    done
+    # auto advertises UINT64_MAX without detecting, so a device wrapping earlier is not used
+    prog_logs "wraps at max_value 0x3e8" "$LF25" hw_policy FI_RSCNTR_FAKE_VERBS=max_value=1000 \
+        RSCNTR_EXPECT_COMP=software RSCNTR_EXPECT_MAX_VALUE=0xffffffffffffffff
+}
+fake_failures() { # device errors become -FI_E* with a log line; detection failures fall back
+    prog_logs "fi_cntr_add on a hardware counter failed: Input/output error" "$LF21" hw_policy \
+        FI_RSCNTR_FAKE_VERBS=fail=inc+set+destroy RSCNTR_EXPECT_COMP=hardware \
+        RSCNTR_EXPECT_ADD=-5 RSCNTR_EXPECT_CLOSE=-5 &&
+    prog_logs "ibv_create_comp_cntr failed" "$LF21" hw_policy FI_RSCNTR_FAKE_VERBS=fail=create &&
+    prog "$LF21" hw_policy FI_RSCNTR_HW=on FI_RSCNTR_FAKE_VERBS=fail=create,errno=12 \
+        RSCNTR_EXPECT_COMP=-12 RSCNTR_EXPECT_BYTES=-12 &&
+    prog_logs "ibv_get_device_list failed" "$LF21" cntr_api FI_RSCNTR_FAKE_VERBS=fail=all \
+        RSCNTR_EXPECT_HW_STATE=no_device &&
+    prog_logs "fake0: no completion counters" "$LF21" cntr_api FI_RSCNTR_FAKE_VERBS=fail=caps \
+        RSCNTR_EXPECT_HW_STATE=no_device
+}
+fake_parameters() { # FI_RSCNTR_HW values, FI_RSCNTR_DEVICE, fi_info -e
+    prog_logs "FI_RSCNTR_HW = \"maybe\" is not auto, off or on" "$LF21" hw_policy FI_RSCNTR_HW=maybe \
+        FI_RSCNTR_FAKE_VERBS=1 RSCNTR_EXPECT_COMP=hardware &&
+    prog_logs "FI_RSCNTR_HW=off: counters are software" "$LF21" cntr_api FI_RSCNTR_HW=off \
+        FI_RSCNTR_FAKE_VERBS=1 RSCNTR_EXPECT_HW_STATE=off &&
+    prog_logs "device fake2 via fake" "$LF21" hw_policy FI_RSCNTR_DEVICE=fake2 \
+        FI_RSCNTR_FAKE_VERBS=devices=3,counterless=1 RSCNTR_EXPECT_COMP=hardware &&
+    prog_logs "device fake1 via fake" "$LF21" hw_policy \
+        FI_RSCNTR_FAKE_VERBS=devices=3,counterless=1 RSCNTR_EXPECT_COMP=hardware &&
+    prog_logs "nosuch.*not FI_RSCNTR_DEVICE|not FI_RSCNTR_DEVICE" "$LF21" cntr_api \
+        FI_RSCNTR_DEVICE=nosuch FI_RSCNTR_FAKE_VERBS=1 RSCNTR_EXPECT_HW_STATE=no_device &&
+    prog_logs "FI_RSCNTR_FAKE_VERBS is invalid" "$LF21" cntr_api FI_RSCNTR_FAKE_VERBS=colour=blue \
+        RSCNTR_EXPECT_HW_STATE=no_library || return 1
+    local out p
+    out=$(LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR timeout 60 fi_info -e 2>&1 | tr -d '\000')
+    for p in FI_RSCNTR_HW FI_RSCNTR_DEVICE FI_RSCNTR_VERBS_LIB FI_RSCNTR_HW_POLL_US \
+             FI_RSCNTR_FAKE_VERBS; do
+        grep -q "$p:" <<<"$out" || { echo "fi_info -e does not list $p"; return 1; }
+    done
+}
+step "fake hardware: whole counter suite (libfabric 2.1, 2.5.1), fi_cntr_test" fake_suite
+step "fake hardware: BYTES refused (EFA-like)" fake_efa_like
+step "fake hardware: max_counters, max_value" fake_limits
+step "fake hardware: failing device calls" fake_failures
+step "hardware parameters" fake_parameters
+
 step "runfabtests.sh -S -t unit rscntr" runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude"
 
 printf '\n'

@@ -9,13 +9,19 @@
 //!   (uint64_t *); anything else -FI_ENOSYS; NULL arg -FI_EINVAL.
 
 use crate::domain::Domain;
-use crate::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy, wait_polled};
+use crate::engine::{
+    Atomics, Counter, Store, StoreError, Timeout, TryWaitError, Tuning, WaitError, WaitStrategy,
+    wait_polled,
+};
 use crate::fabric::Children;
 use crate::ffi::{self, FidObject, err};
+use crate::hw::{self, Choice};
 use crate::layer::Watched;
+use crate::verbs::HwCounter;
 use crate::{fi_info, fi_warn, info, ofi, params, peer_sys};
 use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// Where counters live: a domain's bookkeeping of its counters (the `cntr_cnt` limit and the
@@ -95,11 +101,6 @@ struct PeerCntr {
 }
 
 static PEER_FI_OPS: ofi::fi_ops = ffi::fi_ops(peer_close, ffi::no_control, ffi::no_ops_open);
-static PEER_OWNER_OPS: peer_sys::fi_ops_cntr_owner = peer_sys::fi_ops_cntr_owner {
-    size: std::mem::size_of::<peer_sys::fi_ops_cntr_owner>(),
-    inc: Some(peer_inc),
-    incerr: Some(peer_incerr),
-};
 
 /// `FI_XPU` (bit 44) from libfabric 2.7's headers, where `fi_cntr_attr` also grows `xpu_ctx`.
 pub const FI_XPU: u64 = 1 << 44;
@@ -108,15 +109,19 @@ pub const FI_XPU: u64 = 1 << 44;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Software,
+    Hardware,
 }
 
+/// A counter fid over one kind of engine. Each kind has its own ops tables, so the software
+/// path is exactly the engine's software counter, with no test of which backend it is.
 #[repr(C)]
-pub struct Cntr {
+pub struct Cntr<B: Backing> {
     fid: ofi::fid_cntr,
     home: *const CntrHome,
     wait_obj: ofi::fi_wait_obj,
     events: ofi::fi_cntr_events,
-    /// The core counter opened with FI_PEER on first bind in a layered domain.
+    ops_flags: AtomicU64,
+    /// The core counter opened on first bind in a layered domain (see `core_cntr`).
     core_cntr: AtomicPtr<ofi::fid_cntr>,
     core_open: Mutex<()>,
     /// Endpoints and MRs this counter is bound to; it cannot close while any remain.
@@ -125,9 +130,77 @@ pub struct Cntr {
     core_seen: AtomicU64,
     core_seen_err: AtomicU64,
     peer: PeerCntr,
-    ops_flags: AtomicU64,
-    backend: Backend,
-    engine: Counter,
+    engine: B,
+}
+
+/// The software engine lives inside the fid; the hardware one is shared with the fd watcher.
+pub type SwEngine = Counter<Atomics>;
+pub type HwEngine = Arc<Counter<HwCounter>>;
+
+/// What a counter fid needs from its engine.
+pub trait Backing: Sized + Send + Sync + 'static {
+    type Store: Store;
+    const BACKEND: Backend;
+    fn counter(&self) -> &Counter<Self::Store>;
+    fn fi_ops() -> &'static ofi::fi_ops;
+    fn ops() -> &'static CntrOps;
+    /// The peer-counter ops a core calls to count into a counter of this kind.
+    fn owner_ops() -> &'static peer_sys::fi_ops_cntr_owner;
+    /// Releases device resources before close; an error makes fi_close fail, the counter
+    /// staying open.
+    fn teardown(&self) -> Result<(), c_int>;
+}
+
+impl Backing for SwEngine {
+    type Store = Atomics;
+    const BACKEND: Backend = Backend::Software;
+    #[inline]
+    fn counter(&self) -> &Counter<Atomics> {
+        self
+    }
+    fn fi_ops() -> &'static ofi::fi_ops {
+        &SW_FI_OPS
+    }
+    fn ops() -> &'static CntrOps {
+        &SW_OPS
+    }
+    fn owner_ops() -> &'static peer_sys::fi_ops_cntr_owner {
+        &SW_OWNER_OPS
+    }
+    fn teardown(&self) -> Result<(), c_int> {
+        Ok(())
+    }
+}
+
+impl Backing for HwEngine {
+    type Store = HwCounter;
+    const BACKEND: Backend = Backend::Hardware;
+    #[inline]
+    fn counter(&self) -> &Counter<HwCounter> {
+        self
+    }
+    fn fi_ops() -> &'static ofi::fi_ops {
+        &HW_FI_OPS
+    }
+    fn ops() -> &'static CntrOps {
+        &HW_OPS
+    }
+    fn owner_ops() -> &'static peer_sys::fi_ops_cntr_owner {
+        &HW_OWNER_OPS
+    }
+    fn teardown(&self) -> Result<(), c_int> {
+        // Off the watcher first (waiting out a poll in progress), so nothing reads the device
+        // counter while or after it is destroyed.
+        let armed = self.unwatch();
+        match self.store().destroy() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.rewatch(armed);
+                fi_warn!(Cntr, "cannot close the hardware counter: {e}");
+                Err(hw::fi_errno(e.errno))
+            }
+        }
+    }
 }
 
 /// `fi_ops_cntr` in the newest layout: libfabric 2.7 appends `export_xpu`, which its inline
@@ -138,29 +211,53 @@ pub struct CntrOps {
     export_xpu: unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int,
 }
 
-static CNTR_FI_OPS: ofi::fi_ops = ffi::fi_ops(cntr_close, cntr_control, ffi::no_ops_open);
-static CNTR_OPS: CntrOps = CntrOps {
-    base: ofi::fi_ops_cntr {
-        size: std::mem::size_of::<CntrOps>(),
-        read: Some(cntr_read),
-        readerr: Some(cntr_readerr),
-        add: Some(cntr_add),
-        set: Some(cntr_set),
-        wait: Some(cntr_wait),
-        adderr: Some(cntr_adderr),
-        seterr: Some(cntr_seterr),
-    },
-    export_xpu: ffi::no_xpu,
-};
+const fn cntr_ops<B: Backing>() -> CntrOps {
+    CntrOps {
+        base: ofi::fi_ops_cntr {
+            size: std::mem::size_of::<CntrOps>(),
+            read: Some(cntr_read::<B>),
+            readerr: Some(cntr_readerr::<B>),
+            add: Some(cntr_add::<B>),
+            set: Some(cntr_set::<B>),
+            wait: Some(cntr_wait::<B>),
+            adderr: Some(cntr_adderr::<B>),
+            seterr: Some(cntr_seterr::<B>),
+        },
+        export_xpu: ffi::no_xpu,
+    }
+}
+
+static SW_FI_OPS: ofi::fi_ops = ffi::fi_ops(
+    cntr_close::<SwEngine>,
+    cntr_control::<SwEngine>,
+    ffi::no_ops_open,
+);
+static SW_OPS: CntrOps = cntr_ops::<SwEngine>();
+static HW_FI_OPS: ofi::fi_ops = ffi::fi_ops(
+    cntr_close::<HwEngine>,
+    cntr_control::<HwEngine>,
+    ffi::no_ops_open,
+);
+static HW_OPS: CntrOps = cntr_ops::<HwEngine>();
+
+const fn owner_ops<B: Backing>() -> peer_sys::fi_ops_cntr_owner {
+    peer_sys::fi_ops_cntr_owner {
+        size: std::mem::size_of::<peer_sys::fi_ops_cntr_owner>(),
+        inc: Some(peer_inc::<B>),
+        incerr: Some(peer_incerr::<B>),
+    }
+}
+static SW_OWNER_OPS: peer_sys::fi_ops_cntr_owner = owner_ops::<SwEngine>();
+static HW_OWNER_OPS: peer_sys::fi_ops_cntr_owner = owner_ops::<HwEngine>();
 const _: () = assert!(std::mem::size_of::<CntrOps>() == 72);
 
-// SAFETY: repr(C) with fid_cntr first; every Cntr is built by `cntr_open` with FI_CLASS_CNTR and
-// CNTR_FI_OPS.
-unsafe impl FidObject for Cntr {
+// SAFETY: repr(C) with fid_cntr first; every Cntr<B> is built by `cntr_open` with FI_CLASS_CNTR
+// and B's fi_ops table, which differs between the two kinds.
+unsafe impl<B: Backing> FidObject for Cntr<B> {
     const FCLASS: u32 = ofi::FI_CLASS_CNTR;
     const NAME: &'static str = "counter";
     fn fi_ops() -> *const ofi::fi_ops {
-        &CNTR_FI_OPS
+        B::fi_ops()
     }
 }
 
@@ -263,120 +360,190 @@ pub unsafe fn open_in(
     cntr: *mut *mut ofi::fid_cntr,
     context: *mut c_void,
 ) -> c_int {
-    {
-        if cntr.is_null() {
-            fi_warn!(Cntr, "NULL counter out pointer");
-            return err::EINVAL;
-        }
-        // SAFETY: NULL or the application's attr, of at least the 2.1 size (see parse_attr).
-        let config = match parse_attr(unsafe { attr.as_ref() }) {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        let engine = match Counter::with_spin_limit(config.strategy, params::spin_limit()) {
-            Ok(c) => c,
-            Err(e) => {
-                fi_warn!(Cntr, "cannot create the counter's eventfd: {e}");
-                return -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as i32);
-            }
-        };
-        if let Err(e) = home.claim_slot() {
-            return e;
-        }
-        let mut obj = Box::new(Cntr {
-            fid: ofi::fid_cntr {
-                fid: ffi::fid_header(ofi::FI_CLASS_CNTR, context, &CNTR_FI_OPS),
-                ops: &CNTR_OPS.base as *const _ as *mut _,
-            },
-            home,
-            wait_obj: config.wait_obj,
-            events: config.events,
-            core_cntr: AtomicPtr::new(std::ptr::null_mut()),
-            core_open: Mutex::new(()),
-            bindings: AtomicUsize::new(0),
-            core_seen: AtomicU64::new(0),
-            core_seen_err: AtomicU64::new(0),
-            peer: PeerCntr {
-                fid: peer_sys::fid_peer_cntr {
-                    fid: ffi::fid_header(
-                        ofi::FI_CLASS_PEER_CNTR,
-                        std::ptr::null_mut(),
-                        &PEER_FI_OPS,
-                    ),
-                    owner_ops: &PEER_OWNER_OPS as *const _ as *mut _,
-                },
-            },
-            ops_flags: AtomicU64::new(0),
-            backend: Backend::Software,
-            engine,
-        });
-        // The core finds its way back to the counter through the peer fid's context.
-        obj.peer.fid.fid.context = (&*obj as *const Cntr).cast_mut().cast();
-        fi_info!(
-            Cntr,
-            "opened a software counter (events {}, wait object {}{})",
-            config.events,
-            config.wait_obj,
-            if home.core.is_some() { ", layered" } else { "" }
-        );
-        // SAFETY: non-NULL out pointer checked above.
-        unsafe { *cntr = ffi::into_fid(obj).cast() };
-        0
+    if cntr.is_null() {
+        fi_warn!(Cntr, "NULL counter out pointer");
+        return err::EINVAL;
     }
+    // SAFETY: NULL or the application's attr, of at least the 2.1 size (see parse_attr).
+    let config = match parse_attr(unsafe { attr.as_ref() }) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let choice = match hw::choose(config.events) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    if let Err(e) = home.claim_slot() {
+        return e;
+    }
+    let fid = match choice {
+        Choice::Software => Counter::with_spin_limit(config.strategy, params::spin_limit())
+            .map(|engine| new_fid(home, &config, context, engine)),
+        Choice::Hardware(store) => {
+            let tuning = Tuning {
+                spin_limit: params::spin_limit(),
+                poll_max: params::hw().poll_max,
+            };
+            let device = store.device().name().to_owned();
+            Counter::with_store(store, config.strategy, tuning).map(|engine| {
+                fi_info!(Cntr, "hardware counter on {device}");
+                new_fid(home, &config, context, engine)
+            })
+        }
+    };
+    match fid {
+        Ok(fid) => {
+            // SAFETY: non-NULL out pointer checked above.
+            unsafe { *cntr = fid.cast() };
+            0
+        }
+        Err(e) => {
+            home.release_slot();
+            fi_warn!(Cntr, "cannot create the counter's eventfd or watcher: {e}");
+            -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as i32)
+        }
+    }
+}
+
+fn new_fid<B: Backing>(
+    home: &CntrHome,
+    config: &Config,
+    context: *mut c_void,
+    engine: B,
+) -> *mut ofi::fid {
+    let mut obj = Box::new(Cntr {
+        fid: ofi::fid_cntr {
+            fid: ffi::fid_header(ofi::FI_CLASS_CNTR, context, B::fi_ops()),
+            ops: &B::ops().base as *const _ as *mut _,
+        },
+        home,
+        wait_obj: config.wait_obj,
+        events: config.events,
+        ops_flags: AtomicU64::new(0),
+        core_cntr: AtomicPtr::new(std::ptr::null_mut()),
+        core_open: Mutex::new(()),
+        bindings: AtomicUsize::new(0),
+        core_seen: AtomicU64::new(0),
+        core_seen_err: AtomicU64::new(0),
+        peer: PeerCntr {
+            fid: peer_sys::fid_peer_cntr {
+                fid: ffi::fid_header(ofi::FI_CLASS_PEER_CNTR, std::ptr::null_mut(), &PEER_FI_OPS),
+                owner_ops: B::owner_ops() as *const _ as *mut _,
+            },
+        },
+        engine,
+    });
+    // The core finds its way back to the counter through the peer fid's context.
+    obj.peer.fid.fid.context = (&*obj as *const Cntr<B>).cast_mut().cast();
+    fi_info!(
+        Cntr,
+        "opened a {:?} counter (events {}, wait object {}{})",
+        B::BACKEND,
+        config.events,
+        config.wait_obj,
+        if home.core.is_some() { ", layered" } else { "" }
+    );
+    ffi::into_fid(obj)
+}
+
+/// What the extension ops, fi_trywait and the layered binds need from a counter of either kind.
+pub trait AnyCntr {
+    fn backend(&self) -> Backend;
+    fn trywait(&self) -> c_int;
+    /// The domain the counter belongs to (binds check it).
+    fn home_ptr(&self) -> *const CntrHome;
+    /// The core counter that feeds this counter in its layered domain, opened on first use.
+    fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int>;
+    fn bound(&self);
+    fn unbound(&self);
+}
+
+impl<B: Backing> AnyCntr for Cntr<B> {
+    fn backend(&self) -> Backend {
+        B::BACKEND
+    }
+    fn home_ptr(&self) -> *const CntrHome {
+        self.home
+    }
+    fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int> {
+        self.open_core_cntr()
+    }
+    fn bound(&self) {
+        self.bindings.fetch_add(1, Ordering::AcqRel);
+    }
+    fn unbound(&self) {
+        self.bindings.fetch_sub(1, Ordering::AcqRel);
+    }
+    fn trywait(&self) -> c_int {
+        match self.engine.counter().trywait() {
+            Ok(()) => {
+                // Nobody else drives a layered counter's core while the application sleeps in
+                // poll(): the home's watcher does, until the fd fires.
+                if self.polled() {
+                    self.home().watcher().watch(self as &dyn Watched);
+                }
+                0
+            }
+            Err(TryWaitError::Pending) => err::EAGAIN,
+            Err(TryWaitError::NoFd) => {
+                fi_warn!(
+                    Cntr,
+                    "fi_trywait on a counter without FI_WAIT_FD (wait object {})",
+                    self.wait_obj
+                );
+                err::EINVAL
+            }
+        }
+    }
+}
+
+/// Recognises an rscntr counter of either kind without logging (for fids that may be anything).
+///
+/// # Safety
+/// `fid` is NULL or a readable fid.
+pub unsafe fn as_cntr<'a>(fid: *mut ofi::fid) -> Option<&'a dyn AnyCntr> {
+    // SAFETY: caller's contract.
+    unsafe {
+        ffi::try_object::<Cntr<SwEngine>>(fid)
+            .map(|c| c as &dyn AnyCntr)
+            .or_else(|| ffi::try_object::<Cntr<HwEngine>>(fid).map(|c| c as &dyn AnyCntr))
+    }
+}
+
+/// Looks up an rscntr counter of either kind.
+///
+/// # Safety
+/// `fid` is NULL or a readable fid.
+unsafe fn any<'a>(fid: *mut ofi::fid) -> Result<&'a dyn AnyCntr, c_int> {
+    // SAFETY: non-NULL and readable by the caller's contract.
+    if !fid.is_null() && std::ptr::eq(unsafe { (*fid).ops }, &HW_FI_OPS) {
+        // SAFETY: caller's contract.
+        return unsafe { ffi::object::<Cntr<HwEngine>>(fid) }.map(|c| c as &dyn AnyCntr);
+    }
+    // SAFETY: caller's contract; object() rejects anything that is not a software counter.
+    unsafe { ffi::object::<Cntr<SwEngine>>(fid) }.map(|c| c as &dyn AnyCntr)
+}
+
+/// Looks up an rscntr counter for the extension ops.
+///
+/// # Safety
+/// `cntr` is NULL or a readable fid.
+pub unsafe fn lookup<'a>(cntr: *mut ofi::fid_cntr) -> Result<&'a dyn AnyCntr, c_int> {
+    // SAFETY: fid_cntr begins with struct fid; caller's contract.
+    unsafe { any(cntr.cast()) }
 }
 
 /// # Safety
 /// `cntr` is NULL or a readable fid.
-unsafe fn get<'a>(cntr: *mut ofi::fid_cntr) -> Result<&'a Cntr, c_int> {
+unsafe fn get<'a, B: Backing>(cntr: *mut ofi::fid_cntr) -> Result<&'a Cntr<B>, c_int> {
     // SAFETY: fid_cntr begins with struct fid; the caller's contract covers the rest.
-    unsafe { ffi::object::<Cntr>(cntr.cast()) }
+    unsafe { ffi::object::<Cntr<B>>(cntr.cast()) }
 }
 
-impl Cntr {
-    pub fn backend(&self) -> Backend {
-        self.backend
-    }
-
+impl<B: Backing> Cntr<B> {
     fn home(&self) -> &CntrHome {
         // SAFETY: the home (domain) outlives its counters: it refuses to close with children.
         unsafe { &*self.home }
-    }
-
-    /// Drives the core's progress, as libfabric's own counters do on read and wait: a read of
-    /// the core's peer counter runs the core's progress for the endpoints bound to it. Cores
-    /// that advertise FI_PROGRESS_AUTO may still only progress when asked (tcp starts its
-    /// progress thread only for some wait objects), so rscntr always asks.
-    #[inline]
-    pub fn progress(&self) {
-        self.sync(false);
-    }
-
-    /// Drives the core's progress and takes in whatever the core counted itself.
-    ///
-    /// Cores differ in how they honour FI_PEER: util-based cores that call the peer's
-    /// `owner_ops->inc` (shm, rxm, rxd) count nothing themselves and read 0; tcp increments
-    /// through its own counter ops and keeps the count in its own counter. rscntr takes the
-    /// increase of the core counter's value since the last look into its own, so both kinds
-    /// count exactly once. The core counter is never set or added to by rscntr, so it only
-    /// grows; a compare-exchange on the last seen value makes each increase count once even
-    /// when threads race.
-    pub fn sync(&self, errors_too: bool) {
-        let core = self.core_cntr.load(Ordering::Acquire);
-        if core.is_null() {
-            return;
-        }
-        // SAFETY: an open core counter; its ops table is the core's.
-        let ops = unsafe { &*(*core).ops };
-        if let Some(read) = ops.read {
-            // SAFETY: as above.
-            let now = unsafe { read(core) };
-            take_increase(&self.core_seen, now, |d| self.engine.add(d));
-        }
-        if errors_too && let Some(readerr) = ops.readerr {
-            // SAFETY: as above.
-            let now = unsafe { readerr(core) };
-            take_increase(&self.core_seen_err, now, |d| self.engine.add_err(d));
-        }
     }
 
     /// True when waits must drive the core's progress instead of sleeping until woken.
@@ -384,14 +551,42 @@ impl Cntr {
         !self.core_cntr.load(Ordering::Acquire).is_null()
     }
 
-    /// True while an FD armed by fi_trywait waits for a change.
-    pub fn fd_armed(&self) -> bool {
-        self.engine.fd_armed()
+    /// Drives the core's progress, as libfabric's own counters do on read and wait, and takes
+    /// in whatever the core counted itself.
+    ///
+    /// Reading the core counter runs the core's progress for the endpoints bound to it. Cores
+    /// that advertise FI_PROGRESS_AUTO may still only progress when asked (tcp starts its
+    /// progress thread only for some wait objects), so rscntr always asks. Cores differ in how
+    /// they honour FI_PEER: util-based cores that call the peer's `owner_ops->inc` (shm, rxm,
+    /// rxd) count nothing themselves and read 0; tcp increments through its own counter ops
+    /// and keeps the count in its own counter; sockets has no peer counters at all. rscntr
+    /// takes the increase of the core counter's value since the last look into its own, so
+    /// every kind counts exactly once. The core counter is never set or added to by rscntr,
+    /// so it only grows; a compare-exchange on the last seen value makes each increase count
+    /// once even when threads race.
+    pub fn sync(&self, errors_too: bool) {
+        let core = self.core_cntr.load(Ordering::Acquire);
+        if core.is_null() {
+            return;
+        }
+        // SAFETY: an open core counter; its ops table is the core's.
+        let ops = unsafe { &*(*core).ops };
+        let counter = self.engine.counter();
+        if let Some(read) = ops.read {
+            // SAFETY: as above.
+            let now = unsafe { read(core) };
+            take_increase(&self.core_seen, now, |d| note(counter.add(d)));
+        }
+        if errors_too && let Some(readerr) = ops.readerr {
+            // SAFETY: as above.
+            let now = unsafe { readerr(core) };
+            take_increase(&self.core_seen_err, now, |d| note(counter.add_err(d)));
+        }
     }
 
-    /// The core counter that stands for this counter in its layered domain, opened with
-    /// FI_PEER on first use so that the core's completions increment this counter.
-    pub fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int> {
+    /// The core counter that stands for this counter in its layered domain, opened on first
+    /// bind with FI_PEER so that the core's completions increment this counter.
+    fn open_core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int> {
         let existing = self.core_cntr.load(Ordering::Acquire);
         if !existing.is_null() {
             return Ok(existing);
@@ -449,24 +644,12 @@ impl Cntr {
         self.core_cntr.store(out, Ordering::Release);
         Ok(out)
     }
-
-    pub fn bound(&self) {
-        self.bindings.fetch_add(1, Ordering::AcqRel);
-    }
-
-    pub fn unbound(&self) {
-        self.bindings.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    pub fn home_ptr(&self) -> *const CntrHome {
-        self.home
-    }
 }
 
-impl Watched for Cntr {
+impl<B: Backing> Watched for Cntr<B> {
     fn poll(&self) -> bool {
         self.sync(true);
-        self.fd_armed()
+        self.engine.counter().fd_armed()
     }
 }
 
@@ -482,29 +665,29 @@ fn take_increase(seen: &AtomicU64, now: u64, add: impl FnOnce(u64)) {
     }
 }
 
-/// Recognises an rscntr counter without logging (for fids that may be anything).
-///
-/// # Safety
-/// `fid` is NULL or a readable fid.
-pub unsafe fn as_cntr<'a>(fid: *mut ofi::fid) -> Option<&'a Cntr> {
-    // SAFETY: caller's contract.
-    unsafe { ffi::try_object::<Cntr>(fid) }
+/// A device update that failed while taking in the core's counts: logged, not returned (the
+/// application's call was a read).
+fn note(r: Result<(), StoreError>) {
+    if let Err(e) = r {
+        store_error("counting a core completion", e);
+    }
 }
 
-unsafe extern "C" fn peer_inc(peer: *mut peer_sys::fid_peer_cntr) {
+/// The core calls this for every completion it counts into an rscntr counter.
+unsafe extern "C" fn peer_inc<B: Backing>(peer: *mut peer_sys::fid_peer_cntr) {
     crate::ffi_boundary! {
         // SAFETY: the core passes back the peer fid we gave it; its context is our counter.
-        if let Some(c) = unsafe { peer.as_ref() }.and_then(|p| unsafe { (p.fid.context as *const Cntr).as_ref() }) {
-            c.engine.add(1);
+        if let Some(c) = unsafe { peer.as_ref() }.and_then(|p| unsafe { (p.fid.context as *const Cntr<B>).as_ref() }) {
+            note(c.engine.counter().add(1));
         }
     }
 }
 
-unsafe extern "C" fn peer_incerr(peer: *mut peer_sys::fid_peer_cntr) {
+unsafe extern "C" fn peer_incerr<B: Backing>(peer: *mut peer_sys::fid_peer_cntr) {
     crate::ffi_boundary! {
         // SAFETY: as in peer_inc.
-        if let Some(c) = unsafe { peer.as_ref() }.and_then(|p| unsafe { (p.fid.context as *const Cntr).as_ref() }) {
-            c.engine.add_err(1);
+        if let Some(c) = unsafe { peer.as_ref() }.and_then(|p| unsafe { (p.fid.context as *const Cntr<B>).as_ref() }) {
+            note(c.engine.counter().add_err(1));
         }
     }
 }
@@ -514,19 +697,10 @@ unsafe extern "C" fn peer_close(_: *mut ofi::fid) -> c_int {
     0
 }
 
-/// Looks up an rscntr counter for the extension ops.
-///
-/// # Safety
-/// `cntr` is NULL or a readable fid.
-pub unsafe fn lookup<'a>(cntr: *mut ofi::fid_cntr) -> Result<&'a Cntr, c_int> {
-    // SAFETY: caller's contract.
-    unsafe { get(cntr) }
-}
-
-unsafe extern "C" fn cntr_close(fid: *mut ofi::fid) -> c_int {
+unsafe extern "C" fn cntr_close<B: Backing>(fid: *mut ofi::fid) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
-        let cntr = match unsafe { ffi::object::<Cntr>(fid) } {
+        let cntr = match unsafe { ffi::object::<Cntr<B>>(fid) } {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -540,12 +714,16 @@ unsafe extern "C" fn cntr_close(fid: *mut ofi::fid) -> c_int {
         }
         let core = cntr.core_cntr.load(Ordering::Acquire);
         if !core.is_null() {
-            // SAFETY: the core counter was opened by core_cntr() and nothing else closes it.
+            // SAFETY: the core counter was opened by open_core_cntr() and nothing else closes it.
             let ret = unsafe { ofi::fi_close(core.cast()) };
             if ret != 0 {
-                fi_warn!(Cntr, "closing the core's peer counter failed: {ret}");
+                fi_warn!(Cntr, "closing the core's counter failed: {ret}");
                 return ret;
             }
+            cntr.core_cntr.store(std::ptr::null_mut(), Ordering::Release);
+        }
+        if let Err(e) = cntr.engine.teardown() {
+            return e;
         }
         cntr.home().release_slot();
         // SAFETY: the caller gives the fid up with fi_close.
@@ -554,17 +732,21 @@ unsafe extern "C" fn cntr_close(fid: *mut ofi::fid) -> c_int {
     }
 }
 
-unsafe extern "C" fn cntr_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_void) -> c_int {
+unsafe extern "C" fn cntr_control<B: Backing>(
+    fid: *mut ofi::fid,
+    command: c_int,
+    arg: *mut c_void,
+) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
-        let cntr = match unsafe { ffi::object::<Cntr>(fid) } {
+        let cntr = match unsafe { ffi::object::<Cntr<B>>(fid) } {
             Ok(c) => c,
             Err(e) => return e,
         };
         // SAFETY (every arm): `arg` is NULL or the out/in pointer type fi_cntr(3) documents for
         // the command; write_out and the explicit check reject NULL.
         ffi::status(match command as u32 {
-            ofi::FI_GETWAIT => match cntr.engine.fd() {
+            ofi::FI_GETWAIT => match cntr.engine.counter().fd() {
                 Some(fd) => unsafe { ffi::write_out(arg.cast::<c_int>(), fd, "wait fd") },
                 None => {
                     fi_warn!(Cntr, "FI_GETWAIT: the counter has no fd (open it with FI_WAIT_FD)");
@@ -590,53 +772,75 @@ unsafe extern "C" fn cntr_control(fid: *mut ofi::fid, command: c_int, arg: *mut 
     }
 }
 
-unsafe extern "C" fn cntr_read(cntr: *mut ofi::fid_cntr) -> u64 {
+unsafe extern "C" fn cntr_read<B: Backing>(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us; a bad fid reads as 0.
-        unsafe { get(cntr) }.map_or(0, |c| {
-            c.progress();
-            c.engine.read()
+        unsafe { get::<B>(cntr) }.map_or(0, |c| {
+            c.sync(false);
+            c.engine.counter().read()
         })
     }
 }
 
-unsafe extern "C" fn cntr_readerr(cntr: *mut ofi::fid_cntr) -> u64 {
+unsafe extern "C" fn cntr_readerr<B: Backing>(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: as in cntr_read.
-        unsafe { get(cntr) }.map_or(0, |c| {
+        unsafe { get::<B>(cntr) }.map_or(0, |c| {
             c.sync(true);
-            c.engine.read_err()
+            c.engine.counter().read_err()
         })
     }
+}
+
+/// A failed device update: logged, as -FI_E*. Software stores never fail.
+#[cold]
+fn store_error(op: &str, e: StoreError) -> c_int {
+    fi_warn!(
+        Cntr,
+        "{op} on a hardware counter failed: {}",
+        std::io::Error::from_raw_os_error(e.0)
+    );
+    hw::fi_errno(e.0)
 }
 
 macro_rules! mutator {
-    ($name:ident, $method:ident) => {
-        unsafe extern "C" fn $name(cntr: *mut ofi::fid_cntr, value: u64) -> c_int {
+    ($name:ident, $method:ident, $op:literal) => {
+        unsafe extern "C" fn $name<B: Backing>(cntr: *mut ofi::fid_cntr, value: u64) -> c_int {
             crate::ffi_boundary! {
                 // SAFETY: libfabric passes the fid it got from us.
-                ffi::status(unsafe { get(cntr) }.map(|c| c.engine.$method(value)))
+                match unsafe { get::<B>(cntr) } {
+                    Ok(c) => match c.engine.counter().$method(value) {
+                        Ok(()) => 0,
+                        Err(e) => store_error($op, e),
+                    },
+                    Err(e) => e,
+                }
             }
         }
     };
 }
-mutator!(cntr_add, add);
-mutator!(cntr_adderr, add_err);
-mutator!(cntr_set, set);
-mutator!(cntr_seterr, set_err);
+mutator!(cntr_add, add, "fi_cntr_add");
+mutator!(cntr_adderr, add_err, "fi_cntr_adderr");
+mutator!(cntr_set, set, "fi_cntr_set");
+mutator!(cntr_seterr, set_err, "fi_cntr_seterr");
 
-unsafe extern "C" fn cntr_wait(cntr: *mut ofi::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
+unsafe extern "C" fn cntr_wait<B: Backing>(
+    cntr: *mut ofi::fid_cntr,
+    threshold: u64,
+    timeout: c_int,
+) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us.
-        let cntr = match unsafe { get(cntr) } {
+        let cntr = match unsafe { get::<B>(cntr) } {
             Ok(c) => c,
             Err(e) => return e,
         };
         let timeout = Timeout::from_ms(timeout);
+        let counter = cntr.engine.counter();
         let result = if cntr.polled() {
-            wait_polled(&cntr.engine, threshold, timeout, &mut || cntr.sync(true))
+            wait_polled(counter, threshold, timeout, &mut || cntr.sync(true))
         } else {
-            cntr.engine.wait(threshold, timeout)
+            counter.wait(threshold, timeout)
         };
         match result {
             Ok(()) => 0,
@@ -656,27 +860,8 @@ unsafe extern "C" fn cntr_wait(cntr: *mut ofi::fid_cntr, threshold: u64, timeout
 /// `fid` is a readable fid.
 pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
     // SAFETY: caller's contract.
-    let cntr = match unsafe { ffi::object::<Cntr>(fid) } {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
-    match cntr.engine.trywait() {
-        Ok(()) => {
-            // Nobody else drives a layered counter's core while the application sleeps in
-            // poll(): the home's watcher does, until the fd fires.
-            if cntr.polled() {
-                cntr.home().watcher().watch(cntr as &dyn Watched);
-            }
-            0
-        }
-        Err(TryWaitError::Pending) => err::EAGAIN,
-        Err(TryWaitError::NoFd) => {
-            fi_warn!(
-                Cntr,
-                "fi_trywait on a counter without FI_WAIT_FD (wait object {})",
-                cntr.wait_obj
-            );
-            err::EINVAL
-        }
+    match unsafe { any(fid) } {
+        Ok(c) => c.trywait(),
+        Err(e) => e,
     }
 }

@@ -95,6 +95,9 @@ pub unsafe extern "C" fn domain_open2(
             fi_warn!(Domain, "unsupported fi_domain2 flags {flags:#x}");
             return err::EBADFLAGS;
         }
+        // Hardware detection happens once per process, here at the first domain (or in
+        // getinfo with FI_RSCNTR_HW=on), never in fi_prov_ini.
+        crate::hw::state();
         let obj = Box::new(Domain {
             fid: ofi::fid_domain {
                 fid: ffi::fid_header(ofi::FI_CLASS_DOMAIN, context, &DOMAIN_FI_OPS),

@@ -158,7 +158,7 @@ unsafe fn check_request(
             if !name_matches(dom.name) {
                 return Err("hints name another domain");
             }
-            if dom.cntr_cnt > MAX_CNTRS {
+            if dom.cntr_cnt > crate::hw::advertised_limits().0 {
                 return Err("hints ask for more counters than a domain offers");
             }
         }
@@ -269,12 +269,13 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
     );
     dom.av_type = ofi::fi_av_type_FI_AV_UNSPEC;
     dom.mr_mode = 0;
-    dom.cntr_cnt = MAX_CNTRS;
+    let (cntr_cnt, max_cntr_value) = crate::hw::advertised_limits();
+    dom.cntr_cnt = cntr_cnt;
     dom.mr_iov_limit = 1;
     dom.tclass = ofi::FI_TC_UNSPEC;
     if prov::runtime_version() >= prov::API_2_5 {
         // SAFETY: the running library allocated this attr.
-        unsafe { write_max_cntr_values(dom, u64::MAX) };
+        unsafe { write_max_cntr_values(dom, max_cntr_value) };
     }
     fab.prov_name = std::ptr::null_mut(); // libfabric fills in "rscntr"
     fab.prov_version = prov::PROVIDER_VERSION;

@@ -11,11 +11,13 @@ pub mod engine;
 pub mod ext;
 pub mod ffi;
 pub mod log;
+pub mod verbs;
 
 mod cntr;
 mod domain;
 mod eq;
 mod fabric;
+mod hw;
 mod info;
 mod layer;
 mod params;

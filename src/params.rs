@@ -2,7 +2,9 @@
 
 use crate::{ofi, prov};
 use std::ffi::{CStr, c_int};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 /// FI_RSCNTR_SPIN: how many doubling spin phases a waiter runs before it yields (YIELD) or
 /// sleeps (UNSPEC, FD).
@@ -10,37 +12,149 @@ const SPIN: &CStr = c"spin";
 pub const SPIN_MAX: u32 = 16;
 static SPIN_LIMIT: AtomicU32 = AtomicU32::new(crate::engine::backoff::DEFAULT_SPIN_LIMIT);
 
-pub fn define() {
-    let provider = prov::provider_ptr();
+/// FI_RSCNTR_HW: whether counters use rdma-core completion counters.
+const HW: &CStr = c"hw";
+/// FI_RSCNTR_DEVICE: which RDMA device.
+const DEVICE: &CStr = c"device";
+/// FI_RSCNTR_VERBS_LIB: the libibverbs to dlopen.
+const VERBS_LIB: &CStr = c"verbs_lib";
+/// FI_RSCNTR_HW_POLL_US: the cap of the poll interval on hardware counters.
+const HW_POLL_US: &CStr = c"hw_poll_us";
+/// FI_RSCNTR_CORE: the core provider rscntr layers over.
+const CORE: &CStr = c"core";
+/// FI_RSCNTR_FAKE_VERBS: testing only; a fake device instead of libibverbs.
+const FAKE_VERBS: &CStr = c"fake_verbs";
+
+pub const DEFAULT_VERBS_LIB: &str = "libibverbs.so.1";
+pub const HW_POLL_US_MAX: u32 = 10_000;
+
+/// `FI_RSCNTR_HW`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HwPolicy {
+    /// Hardware where a device has counters, software otherwise and per counter on failure.
+    Auto,
+    /// Software counters only; libibverbs is not even loaded.
+    Off,
+    /// Hardware counters only: fi_cntr_open fails when none can be had.
+    On,
+}
+
+/// Parameters read once, in fi_prov_ini (reading is a getenv: cheap).
+#[derive(Debug)]
+pub struct HwParams {
+    pub policy: HwPolicy,
+    pub device: Option<String>,
+    pub verbs_lib: String,
+    pub poll_max: Duration,
+    pub fake: Option<String>,
+}
+
+static HW_PARAMS: OnceLock<HwParams> = OnceLock::new();
+
+fn define_one(name: &CStr, help: &CStr) {
     // SAFETY: the provider record is registered-to-be; name and help are NUL-terminated and the
     // help text has no conversion specifiers.
     unsafe {
         ofi::fi_param_define(
-            provider,
-            SPIN.as_ptr(),
+            prov::provider_ptr(),
+            name.as_ptr(),
             ofi::fi_param_type_FI_PARAM_STRING,
-            c"Spin phases (0-16; each doubles the spin count, 6 is about 1 us) a thread in \
-              fi_cntr_wait runs before it yields (FI_WAIT_YIELD) or sleeps (FI_WAIT_UNSPEC, \
-              FI_WAIT_FD). Default 6."
-                .as_ptr(),
+            help.as_ptr(),
         )
     };
-    define_core();
+}
+
+pub fn define() {
+    define_one(
+        SPIN,
+        c"Spin phases (0-16; each doubles the spin count, 6 is about 1 us) a thread in \
+          fi_cntr_wait runs before it yields (FI_WAIT_YIELD) or sleeps (FI_WAIT_UNSPEC, \
+          FI_WAIT_FD). Default 6.",
+    );
+    define_one(
+        HW,
+        c"Back counters with rdma-core completion counters: auto (hardware where a device \
+          reports them, software otherwise and whenever a hardware counter cannot be \
+          created), off (software only), on (hardware only: fi_cntr_open fails without). \
+          Default auto.",
+    );
+    define_one(
+        DEVICE,
+        c"RDMA device for hardware counters (e.g. rdmap0s6). Default: the first device that \
+          reports completion counters.",
+    );
+    define_one(
+        VERBS_LIB,
+        c"libibverbs to load at run time for hardware counters (a soname or a path). \
+          Default libibverbs.so.1.",
+    );
+    define_one(
+        HW_POLL_US,
+        c"Longest pause, in microseconds (1-10000), between two polls of a hardware counter \
+          by a waiting thread or the fd watcher: the device signals nothing, so this bounds \
+          how late a waiter sees a change. Default 100.",
+    );
+    define_one(
+        CORE,
+        c"Core provider rscntr layers over: a provider name or a layering such as \
+          'tcp;ofi_rxm'; 'none' serves counters only, without endpoints; unset or 'auto' \
+          picks the first of efa, verbs;ofi_rxm, tcp;ofi_rxm, tcp, shm, udp;ofi_rxd, sockets \
+          that answers the application's hints.",
+    );
+    define_one(
+        FAKE_VERBS,
+        c"Testing only: use rscntr's fake RDMA device instead of libibverbs, configured by \
+          key=value pairs (see src/verbs/fake.rs).",
+    );
     SPIN_LIMIT.store(
         read_int(SPIN, 0..=SPIN_MAX as c_int)
             .map_or(crate::engine::backoff::DEFAULT_SPIN_LIMIT, |v| v as u32),
         Ordering::Relaxed,
     );
+    let policy = match read_str(HW).as_deref().map(str::trim) {
+        None | Some("") | Some("auto") => HwPolicy::Auto,
+        Some("off") => HwPolicy::Off,
+        Some("on") => HwPolicy::On,
+        Some(other) => {
+            crate::fi_warn!(
+                Core,
+                "FI_RSCNTR_HW = {other:?} is not auto, off or on; using the default (auto)"
+            );
+            HwPolicy::Auto
+        }
+    };
+    let poll_us = read_int(HW_POLL_US, 1..=HW_POLL_US_MAX as c_int)
+        .map_or(crate::engine::DEFAULT_POLL_MAX, |v| {
+            Duration::from_micros(v as u64)
+        });
+    let _ = HW_PARAMS.set(HwParams {
+        policy,
+        device: read_str(DEVICE).filter(|s| !s.trim().is_empty()),
+        verbs_lib: read_str(VERBS_LIB)
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_VERBS_LIB.into()),
+        poll_max: poll_us,
+        fake: read_str(FAKE_VERBS).filter(|s| !s.trim().is_empty()),
+    });
 }
 
 pub fn spin_limit() -> u32 {
     SPIN_LIMIT.load(Ordering::Relaxed)
 }
 
-/// Reads an integer parameter. It is declared as a string so that garbage ("abc", which
-/// libfabric's own integer parsing would turn into 0) is reported and ignored, like a value
-/// outside `range`.
-fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int> {
+/// The hardware parameters (the defaults before fi_prov_ini, i.e. in cargo's own tests).
+pub fn hw() -> &'static HwParams {
+    HW_PARAMS.get_or_init(|| HwParams {
+        policy: HwPolicy::Auto,
+        device: None,
+        verbs_lib: DEFAULT_VERBS_LIB.into(),
+        poll_max: crate::engine::DEFAULT_POLL_MAX,
+        fake: None,
+    })
+}
+
+/// Reads a string parameter; `None` when unset.
+fn read_str(name: &CStr) -> Option<String> {
     let mut value: *mut std::ffi::c_char = std::ptr::null_mut();
     // SAFETY: the parameter was defined as FI_PARAM_STRING, so libfabric writes one char *
     // (which it owns) or leaves it untouched when the variable is unset.
@@ -55,9 +169,18 @@ fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int
         return None;
     }
     // SAFETY: non-NULL C string from libfabric's parameter table.
-    let text = unsafe { CStr::from_ptr(value) }
-        .to_string_lossy()
-        .into_owned();
+    Some(
+        unsafe { CStr::from_ptr(value) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// Reads an integer parameter. It is declared as a string so that garbage ("abc", which
+/// libfabric's own integer parsing would turn into 0) is reported and ignored, like a value
+/// outside `range`.
+fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int> {
+    let text = read_str(name)?;
     let var = format!("FI_RSCNTR_{}", name.to_string_lossy().to_uppercase());
     match text.trim().parse::<c_int>() {
         Ok(v) if range.contains(&v) => Some(v),
@@ -75,43 +198,9 @@ fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int
     }
 }
 
-/// FI_RSCNTR_CORE: the core provider rscntr layers over.
-const CORE: &CStr = c"core";
-
-fn define_core() {
-    // SAFETY: as in `define`.
-    unsafe {
-        ofi::fi_param_define(
-            prov::provider_ptr(),
-            CORE.as_ptr(),
-            ofi::fi_param_type_FI_PARAM_STRING,
-            c"Core provider rscntr layers over: a provider name or a layering such as \
-              'tcp;ofi_rxm'; 'none' serves counters only, without endpoints; unset or 'auto' \
-              picks the first of efa, verbs;ofi_rxm, tcp;ofi_rxm, tcp, shm, udp;ofi_rxd, sockets \
-              that answers the application's hints."
-                .as_ptr(),
-        )
-    };
-}
-
 /// The FI_RSCNTR_CORE setting, read at each use (fi_getinfo) so tests can change it.
 pub fn core() -> Option<String> {
-    let mut value: *mut std::ffi::c_char = std::ptr::null_mut();
-    // SAFETY: defined as FI_PARAM_STRING: libfabric writes one char * it owns, or nothing.
-    let ret = unsafe {
-        ofi::fi_param_get(
-            prov::provider_ptr(),
-            CORE.as_ptr(),
-            (&mut value as *mut *mut std::ffi::c_char).cast(),
-        )
-    };
-    if ret != 0 || value.is_null() {
-        return None;
-    }
-    // SAFETY: non-NULL C string from libfabric's parameter table.
-    let text = unsafe { CStr::from_ptr(value) }
-        .to_string_lossy()
-        .trim()
-        .to_owned();
-    (!text.is_empty()).then_some(text)
+    read_str(CORE)
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
 }

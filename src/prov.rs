@@ -82,4 +82,10 @@ pub extern "C" fn fi_prov_ini() -> *mut ofi::fi_provider {
     }
 }
 
-unsafe extern "C" fn cleanup() {}
+/// Called by libfabric before it unloads the DSO: the fd watcher thread must not outlive the
+/// code it runs.
+unsafe extern "C" fn cleanup() {
+    crate::ffi_boundary! {
+        crate::engine::watcher::shutdown();
+    }
+}

@@ -1,7 +1,10 @@
 //! The counter engine on its own: every semantic fi_cntr promises, without libfabric.
 
-use rscntr::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy};
+use rscntr::engine::{
+    Counter, Store, StoreError, Timeout, TryWaitError, Tuning, WaitError, WaitStrategy,
+};
 use std::os::fd::RawFd;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -29,14 +32,14 @@ fn readable(fd: RawFd) -> bool {
 fn add_set_and_errors_are_visible_at_once() {
     let c = counter(WaitStrategy::None);
     assert_eq!((c.read(), c.read_err()), (0, 0));
-    c.add(5);
-    c.add(7);
+    c.add(5).unwrap();
+    c.add(7).unwrap();
     assert_eq!(c.read(), 12);
-    c.add_err(3);
+    c.add_err(3).unwrap();
     assert_eq!(c.read_err(), 3);
-    c.set(100);
+    c.set(100).unwrap();
     assert_eq!(c.read(), 100);
-    c.set_err(1);
+    c.set_err(1).unwrap();
     assert_eq!(c.read_err(), 1);
     assert_eq!(c.read(), 100, "error ops leave the value alone");
 }
@@ -44,15 +47,15 @@ fn add_set_and_errors_are_visible_at_once() {
 #[test]
 fn values_wrap_modulo_2_pow_64() {
     let c = counter(WaitStrategy::None);
-    c.set(u64::MAX - 1);
-    c.add(3);
+    c.set(u64::MAX - 1).unwrap();
+    c.add(3).unwrap();
     assert_eq!(c.read(), 1);
 }
 
 #[test]
 fn wait_none_is_an_error_not_a_hang() {
     let c = counter(WaitStrategy::None);
-    c.add(10);
+    c.add(10).unwrap();
     assert_eq!(c.wait(1, Timeout::Never), Err(WaitError::NotWaitable));
 }
 
@@ -60,10 +63,10 @@ fn wait_none_is_an_error_not_a_hang() {
 fn wait_returns_at_once_when_threshold_met() {
     for s in ALL_WAITABLE {
         let c = counter(s);
-        c.add(3);
+        c.add(3).unwrap();
         assert_eq!(c.wait(3, Timeout::Never), Ok(()), "{s:?}");
         assert_eq!(c.wait(0, Timeout::Poll), Ok(()), "{s:?}");
-        c.set(u64::MAX);
+        c.set(u64::MAX).unwrap();
         assert_eq!(c.wait(u64::MAX, Timeout::Poll), Ok(()), "{s:?}");
     }
 }
@@ -110,18 +113,18 @@ fn timeout_conventions() {
 fn error_change_after_the_call_began_gives_eavail() {
     for s in ALL_WAITABLE {
         let c = counter(s);
-        c.add_err(1); // before the call: not a reason to return
+        c.add_err(1).unwrap(); // before the call: not a reason to return
         assert_eq!(c.wait(1, Timeout::Poll), Err(WaitError::TimedOut), "{s:?}");
         let c2 = c.clone();
         let t = thread::spawn(move || c2.wait(1, Timeout::from_ms(10_000)));
         thread::sleep(Duration::from_millis(20));
-        c.add_err(1);
+        c.add_err(1).unwrap();
         assert_eq!(t.join().unwrap(), Err(WaitError::ErrorChanged), "{s:?}");
         // seterr to the same value is no change; to another value is.
         let c2 = c.clone();
         let t = thread::spawn(move || c2.wait(1, Timeout::from_ms(10_000)));
         thread::sleep(Duration::from_millis(20));
-        c.set_err(0);
+        c.set_err(0).unwrap();
         assert_eq!(t.join().unwrap(), Err(WaitError::ErrorChanged), "{s:?}");
     }
 }
@@ -135,9 +138,9 @@ fn waiters_are_woken_by_add_and_set() {
             let t = thread::spawn(move || c2.wait(5, Timeout::from_ms(10_000)));
             thread::sleep(Duration::from_millis(20));
             if by_set {
-                c.set(5)
+                c.set(5).unwrap()
             } else {
-                c.add(5)
+                c.add(5).unwrap()
             }
             assert_eq!(t.join().unwrap(), Ok(()), "{s:?} by_set={by_set}");
         }
@@ -155,7 +158,7 @@ fn many_waiters_with_different_thresholds() {
             })
             .collect();
         for _ in 0..800 {
-            c.add(1);
+            c.add(1).unwrap();
         }
         for h in handles {
             let (k, r, seen) = h.join().unwrap();
@@ -170,7 +173,7 @@ fn many_waiters_with_different_thresholds() {
 fn no_waiter_means_no_wake_bookkeeping() {
     let c = counter(WaitStrategy::Block);
     assert!(!c.has_waiters());
-    c.add(1);
+    c.add(1).unwrap();
     assert_eq!(c.wait(1, Timeout::Never), Ok(()));
     assert!(!c.has_waiters());
 }
@@ -187,9 +190,9 @@ fn eight_threads_times_a_million_adds_is_exact() {
             thread::spawn(move || {
                 b.wait();
                 for _ in 0..ADDS {
-                    c.add(1);
+                    c.add(1).unwrap();
                 }
-                c.add_err(1);
+                c.add_err(1).unwrap();
             })
         })
         .collect();
@@ -211,7 +214,7 @@ fn a_waiter_sees_the_final_count_of_concurrent_adders() {
         let adders: Vec<_> = (0..4)
             .map(|_| {
                 let c = c.clone();
-                thread::spawn(move || (0..100_000).for_each(|_| c.add(1)))
+                thread::spawn(move || (0..100_000).for_each(|_| c.add(1).unwrap()))
             })
             .collect();
         adders.into_iter().for_each(|h| h.join().unwrap());
@@ -236,10 +239,10 @@ fn trywait_arms_the_fd_for_the_next_change() {
     assert_eq!(c.trywait(), Ok(()), "nothing changed since open");
     assert!(!readable(fd));
     assert!(c.has_waiters(), "armed");
-    c.add(1);
+    c.add(1).unwrap();
     assert!(readable(fd), "the change made the fd readable");
     assert!(!c.has_waiters(), "one signal per arming");
-    c.add(1); // not armed: no signal needed, fd stays readable until trywait drains it
+    c.add(1).unwrap(); // not armed: no signal needed, fd stays readable until trywait drains it
     assert!(readable(fd));
     assert_eq!(
         c.trywait(),
@@ -248,11 +251,11 @@ fn trywait_arms_the_fd_for_the_next_change() {
     );
     assert!(!readable(fd), "trywait drained the fd");
     assert_eq!(c.trywait(), Ok(()));
-    c.add_err(1);
+    c.add_err(1).unwrap();
     assert!(readable(fd), "error changes signal too");
     assert_eq!(c.trywait(), Err(TryWaitError::Pending));
     assert_eq!(c.trywait(), Ok(()));
-    c.set(2); // same value as before: still a change
+    c.set(2).unwrap(); // same value as before: still a change
     assert!(readable(fd));
     assert_eq!(c.trywait(), Err(TryWaitError::Pending));
 }
@@ -265,7 +268,7 @@ fn trywait_then_poll_wakes_on_a_remote_add() {
     let c2 = c.clone();
     let t = thread::spawn(move || {
         thread::sleep(Duration::from_millis(20));
-        c2.add(1);
+        c2.add(1).unwrap();
     });
     let mut pfd = libc::pollfd {
         fd,
@@ -285,6 +288,84 @@ fn fd_counter_supports_blocking_wait_too() {
     let c2 = c.clone();
     let t = thread::spawn(move || c2.wait(2, Timeout::Never));
     thread::sleep(Duration::from_millis(20));
-    c.add(2);
+    c.add(2).unwrap();
     assert_eq!(t.join().unwrap(), Ok(()));
+}
+
+/// A store that changes behind the counter's back, as a device does: the engine must poll it.
+#[derive(Default)]
+struct BehindTheBack {
+    value: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
+}
+
+impl Store for BehindTheBack {
+    const POLLED: bool = true;
+    fn read(&self) -> u64 {
+        self.value.load(SeqCst)
+    }
+    fn read_err(&self) -> u64 {
+        self.errors.load(SeqCst)
+    }
+    fn add(&self, v: u64) -> Result<(), StoreError> {
+        self.value.fetch_add(v, SeqCst);
+        Ok(())
+    }
+    fn add_err(&self, v: u64) -> Result<(), StoreError> {
+        self.errors.fetch_add(v, SeqCst);
+        Ok(())
+    }
+    fn set(&self, v: u64) -> Result<(), StoreError> {
+        self.value.store(v, SeqCst);
+        Ok(())
+    }
+    fn set_err(&self, v: u64) -> Result<(), StoreError> {
+        self.errors.store(v, SeqCst);
+        Ok(())
+    }
+}
+
+fn polled(s: WaitStrategy) -> Arc<Counter<BehindTheBack>> {
+    Counter::with_store(BehindTheBack::default(), s, Tuning::default()).expect("counter")
+}
+
+#[test]
+fn any_polled_store_wakes_waiters_by_polling() {
+    for s in ALL_WAITABLE {
+        let c = polled(s);
+        let c2 = c.clone();
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            c2.store().value.fetch_add(4, SeqCst); // nobody is notified
+        });
+        assert_eq!(c.wait(4, Timeout::from_ms(10_000)), Ok(()), "{s:?}");
+        t.join().unwrap();
+        assert!(!c.has_waiters(), "{s:?}");
+    }
+}
+
+#[test]
+fn any_polled_store_signals_an_armed_fd_through_the_watcher() {
+    let c = polled(WaitStrategy::Fd);
+    let fd = c.fd().unwrap();
+    assert_eq!(c.trywait(), Ok(()));
+    let c2 = c.clone();
+    let t = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        c2.store().errors.fetch_add(1, SeqCst);
+    });
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+    t.join().unwrap();
+    assert_eq!(
+        n, 1,
+        "the watcher did not signal a change made behind the counter's back"
+    );
+    assert_eq!(c.trywait(), Err(TryWaitError::Pending));
+    assert_eq!(c.unwatch().map(|s| (s.0, s.1)), Some((0, 1)));
 }

@@ -35,6 +35,32 @@ enum fi_rscntr_backend {
 };
 
 /**
+ * Whether hardware counters can be had in this process (detected once, at the first domain).
+ */
+enum fi_rscntr_hw_state {
+  /**
+   * FI_RSCNTR_HW=off: libibverbs was not loaded.
+   */
+  FI_RSCNTR_HW_OFF = 1,
+  /**
+   * No libibverbs could be loaded.
+   */
+  FI_RSCNTR_HW_NO_LIBRARY = 2,
+  /**
+   * libibverbs has no completion counters (rdma-core < 65).
+   */
+  FI_RSCNTR_HW_NO_COUNTER_API = 3,
+  /**
+   * Completion counters are in libibverbs, but no device reports them.
+   */
+  FI_RSCNTR_HW_NO_DEVICE = 4,
+  /**
+   * A device with completion counters is in use.
+   */
+  FI_RSCNTR_HW_AVAILABLE = 5,
+};
+
+/**
  * The ops table `fi_open_ops(&domain->fid, FI_RSCNTR_DOMAIN_OPS_V1, 0, &ops, NULL)` returns.
  */
 struct fi_rscntr_domain_ops {
@@ -47,6 +73,12 @@ struct fi_rscntr_domain_ops {
    * counter or `backend` is NULL.
    */
   int (*cntr_backend)(struct fid_cntr *cntr, enum fi_rscntr_backend *backend);
+  /**
+   * Stores what hardware detection found (FI_LOG_LEVEL=info logs the details). Returns 0,
+   * or -FI_EINVAL if `domain` is not an rscntr domain or `state` is NULL. Check `size`
+   * before calling: added after `cntr_backend`.
+   */
+  int (*hw_state)(struct fid_domain *domain, enum fi_rscntr_hw_state *state);
 };
 
 #endif  /* FI_EXT_RSCNTR_H */

@@ -1,6 +1,7 @@
 //! Spin, then yield: the one place that decides how a waiting thread burns time.
 
 use std::hint::spin_loop;
+use std::time::Duration;
 
 /// Exponential back-off for a thread that polls a condition.
 ///
@@ -46,5 +47,44 @@ impl Backoff {
     /// True once the spinning phase is over: a blocking waiter should go to sleep now.
     pub fn is_spun_out(&self) -> bool {
         self.step > self.spin_limit
+    }
+}
+
+/// The schedule of a thread polling a store that nobody will notify it about: a few yields,
+/// then sleeps doubling from `first` up to `max`. `max` bounds how late a change is noticed.
+#[derive(Debug)]
+pub struct PollNap {
+    yields_left: u32,
+    next: Duration,
+    max: Duration,
+}
+
+/// Yields a polling waiter makes before its first sleep: on an idle core each takes well under
+/// a microsecond, so these cover changes that arrive a few microseconds after the spin phase.
+pub const POLL_YIELDS: u32 = 32;
+
+impl PollNap {
+    pub fn new(first: Duration, max: Duration) -> Self {
+        PollNap {
+            yields_left: POLL_YIELDS,
+            next: first.min(max),
+            max,
+        }
+    }
+
+    /// True (and one yield used up) while the yield phase lasts.
+    pub fn should_yield(&mut self) -> bool {
+        if self.yields_left == 0 {
+            return false;
+        }
+        self.yields_left -= 1;
+        true
+    }
+
+    /// How long to sleep before the next poll.
+    pub fn next_sleep(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.max);
+        d
     }
 }

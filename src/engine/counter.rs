@@ -1,4 +1,4 @@
-//! The software counter: two atomics, plus the machinery to wake whoever waits on them.
+//! The counter: a [`Store`] (two values), plus the machinery to wake whoever waits on them.
 //!
 //! # Wake protocol
 //! Every mutation (add, adderr, set, seterr) is a `SeqCst` atomic write followed by one `SeqCst`
@@ -11,14 +11,58 @@
 //! other side's word, with `SeqCst`, either the waiter sees the new value or the mutator sees the
 //! waiter and notifies it; and because the listener is registered before the re-check, that
 //! notification cannot fall between the check and the sleep. No wakeup is lost.
+//!
+//! # Polled stores (hardware counters)
+//! A device moves a [`Store::POLLED`] store without telling anyone, so the protocol above covers
+//! only the mutations made through this `Counter` (they still wake waiters at once). For the
+//! rest, waiters poll:
+//! - `wait` spins, then yields a few times, then sleeps on the same listener with a deadline
+//!   that doubles from [`POLL_FIRST`] up to the counter's `poll_max`, re-reading the store after
+//!   each sleep. A change made by the device is seen at most `poll_max` (plus the kernel's timer
+//!   slack, 50 µs by default) after it became visible.
+//! - an fd armed by `trywait` is handed to the shared [`watcher`](super::watcher) thread, which
+//!   polls every armed polled counter on the same schedule and signals the eventfd when the
+//!   value or error count differs from what `trywait` saw. Unarmed counters are never polled.
+//!
+//! Reads of a polled store may lag behind a mutation ("may not be immediately visible" in
+//! rdma-core's words); `wait` stays correct because it re-reads until the deadline, and the
+//! watcher compares against the values `trywait` actually read.
 
+use super::backoff::{DEFAULT_SPIN_LIMIT, PollNap};
+use super::store::{Atomics, Store, StoreError};
+use super::watcher::{self, Snap, Watched};
 use super::{Backoff, EventFd, Timeout};
 use event_listener::{Event, Listener};
 use parking_lot::Mutex;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::time::Instant;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// The first sleep of a waiter polling a [`Store::POLLED`] store; each later one doubles.
+pub const POLL_FIRST: Duration = Duration::from_micros(2);
+/// The default cap of a polling waiter's sleeps: the worst-case delay (plus timer slack)
+/// between a device-side change becoming visible and a waiter or the watcher noticing it.
+pub const DEFAULT_POLL_MAX: Duration = Duration::from_micros(100);
+
+/// How a counter's waiters burn time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// Doubling spin phases before a waiter yields (YIELD) or sleeps (UNSPEC, FD).
+    pub spin_limit: u32,
+    /// The longest sleep between two polls of a polled store (ignored for software stores).
+    pub poll_max: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            spin_limit: DEFAULT_SPIN_LIMIT,
+            poll_max: DEFAULT_POLL_MAX,
+        }
+    }
+}
 
 /// How `wait` waits, chosen from the counter's libfabric wait object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,11 +98,6 @@ pub enum TryWaitError {
 const FD_ARMED: u32 = 1;
 const ONE_WAITER: u32 = 2;
 
-/// Keeps the hot value on its own cache line, away from the waiter bookkeeping.
-#[repr(align(64))]
-#[derive(Debug, Default)]
-struct Padded<T>(T);
-
 /// What `trywait` compares against to tell whether a change is pending.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Snapshot {
@@ -68,80 +107,132 @@ struct Snapshot {
     sets: u64,
 }
 
+/// A counter over a [`Store`]: software atomics by default, or a device's counter.
 #[derive(Debug)]
-pub struct Counter {
-    value: Padded<AtomicU64>,
-    errors: AtomicU64,
+pub struct Counter<S: Store = Atomics> {
+    store: S,
     sets: AtomicU64,
     wake: AtomicU32,
     strategy: WaitStrategy,
-    spin_limit: u32,
+    tuning: Tuning,
     event: Event,
     fd: Option<EventFd>,
     armed_at: Mutex<Snapshot>,
+    /// This counter's own `Arc`, so `trywait` can hand a polled counter to the watcher.
+    /// Empty for counters not built by [`Counter::with_store`].
+    me: Weak<Self>,
 }
 
-impl Counter {
-    /// A counter at zero. Creating an FD counter fails only when the eventfd cannot be made.
+impl Counter<Atomics> {
+    /// A software counter at zero. Creating an FD counter fails only when the eventfd cannot be
+    /// made.
     pub fn new(strategy: WaitStrategy) -> io::Result<Self> {
-        Self::with_spin_limit(strategy, super::backoff::DEFAULT_SPIN_LIMIT)
+        Self::with_spin_limit(strategy, DEFAULT_SPIN_LIMIT)
     }
 
     pub fn with_spin_limit(strategy: WaitStrategy, spin_limit: u32) -> io::Result<Self> {
-        let fd = match strategy {
+        let tuning = Tuning {
+            spin_limit,
+            ..Tuning::default()
+        };
+        Self::build(Atomics::default(), strategy, tuning, Weak::new())
+    }
+}
+
+impl<S: Store> Counter<S> {
+    /// A counter over `store`, shared. Counters over a [`Store::POLLED`] store must be made
+    /// here: an armed fd is polled by the watcher thread, which holds a `Weak` to the counter.
+    pub fn with_store(store: S, strategy: WaitStrategy, tuning: Tuning) -> io::Result<Arc<Self>> {
+        let fd = Self::make_fd(strategy)?;
+        if S::POLLED && strategy == WaitStrategy::Fd {
+            watcher::ensure_running()?;
+        }
+        Ok(Arc::new_cyclic(|me| {
+            Self::assemble(store, strategy, tuning, fd, me.clone())
+        }))
+    }
+
+    fn build(store: S, strategy: WaitStrategy, tuning: Tuning, me: Weak<Self>) -> io::Result<Self> {
+        let fd = Self::make_fd(strategy)?;
+        Ok(Self::assemble(store, strategy, tuning, fd, me))
+    }
+
+    fn make_fd(strategy: WaitStrategy) -> io::Result<Option<EventFd>> {
+        Ok(match strategy {
             WaitStrategy::Fd => Some(EventFd::new()?),
             _ => None,
-        };
-        Ok(Counter {
-            value: Padded(AtomicU64::new(0)),
-            errors: AtomicU64::new(0),
+        })
+    }
+
+    fn assemble(
+        store: S,
+        strategy: WaitStrategy,
+        tuning: Tuning,
+        fd: Option<EventFd>,
+        me: Weak<Self>,
+    ) -> Self {
+        Counter {
+            store,
             sets: AtomicU64::new(0),
             wake: AtomicU32::new(0),
             strategy,
-            spin_limit,
+            tuning: Tuning {
+                spin_limit: tuning.spin_limit.min(16),
+                poll_max: tuning.poll_max.max(POLL_FIRST),
+            },
             event: Event::new(),
             fd,
             armed_at: Mutex::new(Snapshot::default()),
-        })
+            me,
+        }
     }
 
     pub fn strategy(&self) -> WaitStrategy {
         self.strategy
     }
 
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
     #[inline]
     pub fn read(&self) -> u64 {
-        self.value.0.load(SeqCst)
+        self.store.read()
     }
 
     #[inline]
     pub fn read_err(&self) -> u64 {
-        self.errors.load(SeqCst)
+        self.store.read_err()
     }
 
-    /// Adds `v`; values wrap modulo 2^64 (the counter's `max_cntr_value` is `u64::MAX`).
+    /// Adds `v`. Software values wrap modulo 2^64 (`max_cntr_value` is `u64::MAX`); a device
+    /// wraps at its own maximum.
     #[inline]
-    pub fn add(&self, v: u64) {
-        self.value.0.fetch_add(v, SeqCst);
+    pub fn add(&self, v: u64) -> Result<(), StoreError> {
+        let r = self.store.add(v);
         self.wake_waiters();
+        r
     }
 
     #[inline]
-    pub fn add_err(&self, v: u64) {
-        self.errors.fetch_add(v, SeqCst);
+    pub fn add_err(&self, v: u64) -> Result<(), StoreError> {
+        let r = self.store.add_err(v);
         self.wake_waiters();
+        r
     }
 
-    pub fn set(&self, v: u64) {
+    pub fn set(&self, v: u64) -> Result<(), StoreError> {
         self.sets.fetch_add(1, SeqCst);
-        self.value.0.swap(v, SeqCst);
+        let r = self.store.set(v);
         self.wake_waiters();
+        r
     }
 
-    pub fn set_err(&self, v: u64) {
+    pub fn set_err(&self, v: u64) -> Result<(), StoreError> {
         self.sets.fetch_add(1, SeqCst);
-        self.errors.swap(v, SeqCst);
+        let r = self.store.set_err(v);
         self.wake_waiters();
+        r
     }
 
     #[inline]
@@ -190,11 +281,27 @@ impl Counter {
         }
         let deadline = timeout.deadline();
         let expired = || deadline.is_some_and(|d| Instant::now() >= d);
-        let mut backoff = Backoff::new(self.spin_limit);
+        let mut backoff = Backoff::new(self.tuning.spin_limit);
+        let mut nap = PollNap::new(POLL_FIRST, self.tuning.poll_max);
         loop {
             let must_sleep = self.strategy != WaitStrategy::Yield && backoff.is_spun_out();
-            if must_sleep {
-                if let Some(done) = self.sleep(&check, deadline) {
+            if must_sleep && S::POLLED && nap.should_yield() {
+                // Between spinning and sleeping: a device-side change is often only a few
+                // microseconds away, and a futex sleep costs at least the timer slack.
+                std::thread::yield_now();
+                if let Some(done) = check() {
+                    return done;
+                }
+            } else if must_sleep {
+                // A polled store may change with nobody to notify us: sleep only until the
+                // next poll. A software store is always notified: sleep until the deadline.
+                let until = if S::POLLED {
+                    let poll_at = Instant::now() + nap.next_sleep();
+                    Some(deadline.map_or(poll_at, |d| d.min(poll_at)))
+                } else {
+                    deadline
+                };
+                if let Some(done) = self.sleep(&check, until) {
                     return done;
                 }
             } else {
@@ -244,9 +351,17 @@ impl Counter {
     /// fd will become readable on the next change of value or error count; `Pending` means a
     /// change happened since the previous call (the caller should read the counter and call
     /// again). Either way the fd is drained first and armed.
+    ///
+    /// On a polled store the armed counter is also handed to the watcher thread, which signals
+    /// the fd when it sees the device move the value or the error count.
     pub fn trywait(&self) -> Result<(), TryWaitError> {
         let fd = self.fd.as_ref().ok_or(TryWaitError::NoFd)?;
         let mut armed_at = self.armed_at.lock();
+        if S::POLLED {
+            // The watcher must not poll against the previous snapshot once the fd is drained
+            // and re-armed (it would signal a change this call is about to report anyway).
+            watcher::unwatch(self.key());
+        }
         fd.drain();
         self.wake.fetch_or(FD_ARMED, SeqCst);
         let now = Snapshot {
@@ -254,6 +369,20 @@ impl Counter {
             value: self.read(),
             errors: self.read_err(),
         };
+        if S::POLLED {
+            // Set FD_ARMED first, then register: the watcher drops entries whose bit is clear.
+            debug_assert!(
+                self.me.strong_count() > 0,
+                "polled counter not built by with_store"
+            );
+            let me: Weak<dyn Watched> = self.me.clone();
+            watcher::watch(
+                self.key(),
+                me,
+                Snap(now.value, now.errors),
+                self.tuning.poll_max,
+            );
+        }
         if now == *armed_at {
             Ok(())
         } else {
@@ -267,8 +396,49 @@ impl Counter {
         self.wake.load(SeqCst) & FD_ARMED != 0
     }
 
+    fn key(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Takes this counter off the watcher, waiting for a poll in progress to finish, so that
+    /// its store can be torn down. Returns what to pass to [`Counter::rewatch`] if the
+    /// teardown fails and the counter lives on.
+    pub fn unwatch(&self) -> Option<Snap> {
+        if S::POLLED {
+            watcher::unwatch(self.key())
+        } else {
+            None
+        }
+    }
+
+    /// Undoes [`Counter::unwatch`].
+    pub fn rewatch(&self, snap: Option<Snap>) {
+        if let Some(snap) = snap {
+            let me: Weak<dyn Watched> = self.me.clone();
+            watcher::watch(self.key(), me, snap, self.tuning.poll_max);
+        }
+    }
+
     /// True if a mutation would currently make a syscall (test and diagnostics aid).
     pub fn has_waiters(&self) -> bool {
         self.wake.load(SeqCst) != 0
+    }
+}
+
+impl<S: Store> Watched for Counter<S> {
+    fn poll(&self, armed_at: Snap) -> bool {
+        if self.wake.load(SeqCst) & FD_ARMED == 0 {
+            // A mutation through this counter signalled the fd already.
+            return false;
+        }
+        if Snap(self.read(), self.read_err()) == armed_at {
+            return true;
+        }
+        if self.wake.fetch_and(!FD_ARMED, SeqCst) & FD_ARMED != 0
+            && let Some(fd) = &self.fd
+        {
+            fd.signal();
+        }
+        false
     }
 }

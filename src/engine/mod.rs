@@ -1,17 +1,23 @@
 //! The counter engine: counters, their wait strategies and the wake protocol.
 //!
-//! Nothing in here knows about libfabric. The provider glue (`crate::cntr`) maps these types and
+//! Nothing in here knows about libfabric or rdma-core: a device counter comes in as a [`Store`]
+//! implemented by the verbs layer (`crate::verbs`). The provider glue (`crate::cntr`) maps these types and
 //! errors onto `fid_cntr` and `-FI_E*` values, so the engine can be tested on its own.
 
 pub mod backoff;
 mod counter;
 mod eventfd;
 mod polled;
+pub mod store;
+pub mod watcher;
 
 pub use backoff::Backoff;
-pub use counter::{Counter, TryWaitError, WaitError, WaitStrategy};
+pub use counter::{
+    Counter, DEFAULT_POLL_MAX, POLL_FIRST, TryWaitError, Tuning, WaitError, WaitStrategy,
+};
 pub use eventfd::EventFd;
 pub use polled::{MAX_POLL_INTERVAL, wait_polled};
+pub use store::{Atomics, Store, StoreError};
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! progress) between checks, with a bounded back-off, so it notices traffic within
 //! [`MAX_POLL_INTERVAL`] even after a long idle period, and within microseconds while busy.
 
-use super::{Backoff, Counter, Timeout, WaitError, WaitStrategy};
+use super::{Backoff, Counter, Store, Timeout, WaitError, WaitStrategy};
 use std::time::{Duration, Instant};
 
 /// The longest a polling waiter sleeps between two polls: the worst-case added wake latency.
@@ -12,8 +12,8 @@ pub const MAX_POLL_INTERVAL: Duration = Duration::from_micros(200);
 const YIELD_PHASE: Duration = Duration::from_millis(2);
 
 /// Same contract as [`Counter::wait`], driving `poll` between checks.
-pub fn wait_polled(
-    counter: &Counter,
+pub fn wait_polled<S: Store>(
+    counter: &Counter<S>,
     threshold: u64,
     timeout: Timeout,
     poll: &mut dyn FnMut(),

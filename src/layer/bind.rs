@@ -1,7 +1,7 @@
 //! rscntr's bind for core endpoints and MRs: an rscntr counter is replaced by the core counter
 //! that feeds it (opened with FI_PEER); every other fid goes to the core unchanged.
 
-use crate::cntr::{self, Cntr, CntrHome};
+use crate::cntr::{self, AnyCntr, CntrHome};
 use crate::ffi::err;
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
@@ -17,7 +17,7 @@ struct Binder {
     ep_ops: Option<Box<ofi::fi_ops_ep>>,
     orig_ep_ops: *const ofi::fi_ops_ep,
     home: *const CntrHome,
-    bound: Mutex<Vec<*const Cntr>>,
+    bound: Mutex<Vec<*const dyn AnyCntr>>,
 }
 
 /// Gives a core MR rscntr's bind and close.
@@ -136,7 +136,7 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         // SAFETY: the core's own op table.
         let orig_bind = unsafe { (*b.orig_fi_ops).bind.unwrap() };
         // SAFETY: NULL or a readable fid.
-        let Some(c) = (unsafe { cntr::as_cntr(bfid) }) else {
+        let Some(c) = (unsafe { cntr::as_cntr::<'static>(bfid) }) else {
             // SAFETY: not ours: the core's business.
             return unsafe { orig_bind(fid, bfid, flags) };
         };
@@ -155,7 +155,7 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             unsafe { (*fid).fclass }, flags, describe_flags(flags));
         if ret == 0 {
             c.bound();
-            b.bound.lock().push(c);
+            b.bound.lock().push(c as *const dyn AnyCntr);
         }
         ret
     }

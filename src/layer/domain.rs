@@ -63,6 +63,15 @@ impl LayeredDomain {
     }
 }
 
+/// Is `dom` a core domain rscntr patched?
+///
+/// # Safety
+/// `dom` is a readable domain fid.
+pub unsafe fn is_layered(dom: *mut ofi::fid_domain) -> bool {
+    // SAFETY: a readable fid has a readable ops table.
+    unsafe { (*(*dom).fid.ops).close.map(|f| f as *const ()) == Some(domain_close as *const ()) }
+}
+
 /// For a core without counters (udp, verbs): binding an rscntr counter then fails cleanly.
 unsafe extern "C" fn no_core_cntr_open(
     _: *mut ofi::fid_domain,
@@ -78,7 +87,10 @@ unsafe extern "C" fn no_core_cntr_open(
 /// # Safety
 /// `dom` is an open core domain.
 pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric) {
-    // SAFETY: the core's domain and the info it was opened with are valid.
+    // Hardware detection runs once per process, at the first domain open, as for rscntr's own
+    // domains.
+    crate::hw::state();
+    // SAFETY: the core's domain is valid.
     unsafe {
         let d = &mut *dom;
         let mut l = Box::new(LayeredDomain {

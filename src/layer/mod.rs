@@ -13,6 +13,7 @@ mod domain;
 mod fabric;
 mod watcher;
 
+pub use domain::is_layered as is_layered_domain;
 pub use fabric::fabric_open;
 pub use watcher::{Watched, Watcher};
 
@@ -213,8 +214,9 @@ unsafe fn mirror(mut cur: *mut ofi::fi_info, core: &str) {
                 remember_fabric(name, core);
             }
             set_str(&mut fab.prov_name, None); // libfabric fills in "rscntr"
-            (*i.domain_attr).cntr_cnt = info::MAX_CNTRS;
-            set_max_cntr_values(i.domain_attr, u64::MAX);
+            let (cntr_cnt, max_cntr_value) = crate::hw::advertised_limits();
+            (*i.domain_attr).cntr_cnt = cntr_cnt;
+            set_max_cntr_values(i.domain_attr, max_cntr_value);
         }
         cur = i.next;
     }
