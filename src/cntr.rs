@@ -17,6 +17,7 @@ use crate::fabric::Children;
 use crate::ffi::{self, FidObject, err};
 use crate::hw::{self, Choice};
 use crate::layer::Watched;
+use crate::testhook::{self, Op};
 use crate::verbs::HwCounter;
 use crate::{fi_info, fi_warn, info, ofi, params, peer_sys};
 use parking_lot::Mutex;
@@ -71,8 +72,10 @@ impl CntrHome {
         self.watcher.get_or_init(crate::layer::Watcher::default)
     }
 
-    /// Claims one of the domain's `cntr_cnt` counter slots.
-    fn claim_slot(&self) -> Result<(), c_int> {
+    /// Claims one of the domain's `cntr_cnt` counter slots. The guard gives it back unless
+    /// [`SlotGuard::keep`] is called, so a failure or a panic half-way through opening a
+    /// counter cannot leave the domain with a child it can never close.
+    fn claim_slot(&self) -> Result<SlotGuard<'_>, c_int> {
         let claimed = self.slots.fetch_add(1, Ordering::AcqRel);
         if claimed >= info::MAX_CNTRS {
             self.slots.fetch_sub(1, Ordering::AcqRel);
@@ -84,12 +87,30 @@ impl CntrHome {
             return Err(err::ENOSPC);
         }
         self.children.add();
-        Ok(())
+        Ok(SlotGuard(Some(self)))
     }
 
     fn release_slot(&self) {
         self.slots.fetch_sub(1, Ordering::AcqRel);
         self.children.remove();
+    }
+}
+
+/// A claimed counter slot, released on drop unless kept (see [`CntrHome::claim_slot`]).
+struct SlotGuard<'a>(Option<&'a CntrHome>);
+
+impl SlotGuard<'_> {
+    /// The counter opened: the slot now belongs to it (released by its close).
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(home) = self.0 {
+            home.release_slot();
+        }
     }
 }
 
@@ -373,9 +394,12 @@ pub unsafe fn open_in(
         Ok(c) => c,
         Err(e) => return e,
     };
-    if let Err(e) = home.claim_slot() {
-        return e;
-    }
+    let slot = match home.claim_slot() {
+        Ok(slot) => slot,
+        Err(e) => return e,
+    };
+    // The test hook panics with the slot claimed: the guard must give it back.
+    testhook::panic(Op::CntrOpen);
     let fid = match choice {
         Choice::Software => Counter::with_spin_limit(config.strategy, params::spin_limit())
             .map(|engine| new_fid(home, &config, context, engine)),
@@ -393,12 +417,13 @@ pub unsafe fn open_in(
     };
     match fid {
         Ok(fid) => {
+            slot.keep();
             // SAFETY: non-NULL out pointer checked above.
             unsafe { *cntr = fid.cast() };
             0
         }
         Err(e) => {
-            home.release_slot();
+            drop(slot);
             fi_warn!(Cntr, "cannot create the counter's eventfd or watcher: {e}");
             -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as i32)
         }
@@ -618,14 +643,14 @@ impl<B: Backing> Cntr<B> {
         let mut out: *mut ofi::fid_cntr = std::ptr::null_mut();
         // SAFETY: an open core domain; attr and ctx live across the call, and the core keeps
         // only the peer fid pointer, which lives as long as this counter.
-        let ret = unsafe {
+        let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
             (core.cntr_open)(
                 core.domain,
                 &mut attr,
                 &mut out,
                 (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast(),
             )
-        };
+        });
         if ret != 0 || out.is_null() {
             // A core without peer counters (sockets) counts in a counter of its own; `sync`
             // takes in its increases.
@@ -636,8 +661,9 @@ impl<B: Backing> Cntr<B> {
             attr.flags = 0;
             out = std::ptr::null_mut();
             // SAFETY: as above, without the peer context.
-            let ret =
-                unsafe { (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut()) };
+            let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
+                (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut())
+            });
             if ret != 0 || out.is_null() {
                 fi_warn!(
                     Cntr,
@@ -770,6 +796,9 @@ unsafe extern "C" fn cntr_control<B: Backing>(
                 None => Err(err::EINVAL),
             },
             other => {
+                if command == testhook::PANIC_CMD {
+                    testhook::panic(Op::Control);
+                }
                 fi_warn!(Cntr, "unknown fi_control command {other}");
                 Err(err::ENOSYS)
             }

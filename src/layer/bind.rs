@@ -3,6 +3,7 @@
 
 use crate::cntr::{self, AnyCntr, CntrHome};
 use crate::ffi::err;
+use crate::testhook::{self, Op};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_int;
@@ -135,7 +136,12 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         let b = unsafe { binder(fid) };
         // SAFETY: the core's own op table.
         let orig_bind = unsafe { (*b.orig_fi_ops).bind.unwrap() };
-        // SAFETY: NULL or a readable fid.
+        if bfid.is_null() {
+            // Cores read the bound fid's class without checking.
+            fi_warn!(EpCtrl, "NULL fid to bind");
+            return err::EINVAL;
+        }
+        // SAFETY: a readable fid.
         let Some(c) = (unsafe { cntr::as_cntr::<'static>(bfid) }) else {
             // SAFETY: not ours: the core's business.
             return unsafe { orig_bind(fid, bfid, flags) };
@@ -150,20 +156,26 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             fi_warn!(EpCtrl, "FI_CNTR_EVENTS_BYTES counters cannot count a core's completions");
             return err::EOPNOTSUPP;
         }
+        testhook::panic(Op::Bind);
         let core_cntr = match c.core_cntr() {
             Ok(p) => p,
             Err(e) => return e,
         };
         // SAFETY: the core binds its own counter.
-        let ret = unsafe { orig_bind(fid, core_cntr.cast(), flags) };
-        crate::fi_info!(EpCtrl, "bound an rscntr counter to core fid class {} with flags {:#x}{}",
-            // SAFETY: a readable core fid.
-            unsafe { (*fid).fclass }, flags, describe_flags(flags));
-        if ret == 0 {
-            c.bound();
-            b.bound.lock().push(c as *const dyn AnyCntr);
+        let ret = testhook::fail(Op::Bind).unwrap_or_else(|| unsafe { orig_bind(fid, core_cntr.cast(), flags) });
+        // SAFETY: a readable core fid.
+        let class = unsafe { (*fid).fclass };
+        if ret != 0 {
+            // The core counter stays open with the rscntr counter and is closed with it.
+            fi_warn!(EpCtrl, "the core refused to bind the counter to fid class {class} with flags {:#x}{}: {ret}",
+                flags, describe_flags(flags));
+            return ret;
         }
-        ret
+        crate::fi_info!(EpCtrl, "bound an rscntr counter to core fid class {class} with flags {:#x}{}",
+            flags, describe_flags(flags));
+        c.bound();
+        b.bound.lock().push(c as *const dyn AnyCntr);
+        0
     }
 }
 
