@@ -147,6 +147,9 @@ pub struct Cntr<B: Backing> {
     core_open: Mutex<()>,
     /// Endpoints and MRs this counter is bound to; it cannot close while any remain.
     bindings: AtomicUsize,
+    /// Of those, endpoints not enabled yet: while any remain, reads and waits do not drive the
+    /// core's progress (see `layer::bind::control`).
+    unenabled: AtomicUsize,
     /// The core counter's own value and error count as last taken in (see `sync`).
     core_seen: AtomicU64,
     core_seen_err: AtomicU64,
@@ -448,6 +451,7 @@ fn new_fid<B: Backing>(
         core_cntr: AtomicPtr::new(std::ptr::null_mut()),
         core_open: Mutex::new(()),
         bindings: AtomicUsize::new(0),
+        unenabled: AtomicUsize::new(0),
         core_seen: AtomicU64::new(0),
         core_seen_err: AtomicU64::new(0),
         peer: PeerCntr {
@@ -479,8 +483,12 @@ pub trait AnyCntr {
     fn home_ptr(&self) -> *const CntrHome;
     /// The core counter that feeds this counter in its layered domain, opened on first use.
     fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int>;
-    fn bound(&self);
-    fn unbound(&self);
+    /// A bind succeeded, to an endpoint not enabled yet unless `enabled`.
+    fn bound(&self, enabled: bool);
+    /// The endpoint or MR closed (`enabled`: as it was then).
+    fn unbound(&self, enabled: bool);
+    /// An endpoint this counter is bound to was enabled.
+    fn binding_enabled(&self);
     /// True for FI_CNTR_EVENTS_BYTES counters.
     fn counts_bytes(&self) -> bool;
 }
@@ -495,11 +503,20 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int> {
         self.open_core_cntr()
     }
-    fn bound(&self) {
+    fn bound(&self, enabled: bool) {
+        if !enabled {
+            self.unenabled.fetch_add(1, Ordering::AcqRel);
+        }
         self.bindings.fetch_add(1, Ordering::AcqRel);
     }
-    fn unbound(&self) {
+    fn unbound(&self, enabled: bool) {
+        if !enabled {
+            self.unenabled.fetch_sub(1, Ordering::AcqRel);
+        }
         self.bindings.fetch_sub(1, Ordering::AcqRel);
+    }
+    fn binding_enabled(&self) {
+        self.unenabled.fetch_sub(1, Ordering::AcqRel);
     }
     fn counts_bytes(&self) -> bool {
         self.events == ofi::fi_cntr_events_FI_CNTR_EVENTS_BYTES
@@ -593,10 +610,12 @@ impl<B: Backing> Cntr<B> {
     /// takes the increase of the core counter's value since the last look into its own, so
     /// every kind counts exactly once. The core counter is never set or added to by rscntr,
     /// so it only grows; a compare-exchange on the last seen value makes each increase count
-    /// once even when threads race.
+    /// once even when threads race. Skipped while an endpoint bound to this counter is not
+    /// enabled: util-based cores crash progressing such an endpoint, and nothing completes on
+    /// it; increases made meanwhile are taken in by the next sync.
     pub fn sync(&self, errors_too: bool) {
         let core = self.core_cntr.load(Ordering::Acquire);
-        if core.is_null() {
+        if core.is_null() || self.unenabled.load(Ordering::Acquire) != 0 {
             return;
         }
         // SAFETY: an open core counter; its ops table is the core's.

@@ -18,7 +18,15 @@ struct Binder {
     ep_ops: Option<Box<ofi::fi_ops_ep>>,
     orig_ep_ops: *const ofi::fi_ops_ep,
     home: *const CntrHome,
-    bound: Mutex<Vec<*const dyn AnyCntr>>,
+    /// The counters bound here, and (endpoints) whether the endpoint is enabled yet; one lock
+    /// so that a bind and an enable racing each other count the binding exactly once.
+    bound: Mutex<Bound>,
+}
+
+struct Bound {
+    cntrs: Vec<*const dyn AnyCntr>,
+    /// MRs count as enabled from the start: a core's counter progress walks endpoints only.
+    enabled: bool,
 }
 
 /// Gives a core MR rscntr's bind and close.
@@ -61,16 +69,23 @@ unsafe fn patch_fid(
             Some((ops, orig)) => (Some(ops), orig),
             None => (None, std::ptr::null()),
         };
+        let is_ep = ep_ops.is_some();
         let mut b = Box::new(Binder {
             fi_ops: *(*fid).ops,
             orig_fi_ops: (*fid).ops,
             ep_ops,
             orig_ep_ops,
             home,
-            bound: Mutex::new(Vec::new()),
+            bound: Mutex::new(Bound {
+                cntrs: Vec::new(),
+                enabled: !is_ep,
+            }),
         });
         b.fi_ops.bind = Some(bind);
         b.fi_ops.close = Some(close);
+        if is_ep {
+            b.fi_ops.control = Some(control);
+        }
         let b = Box::into_raw(b);
         (*fid).ops = &mut (*b).fi_ops;
         b
@@ -173,8 +188,9 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         }
         crate::fi_info!(EpCtrl, "bound an rscntr counter to core fid class {class} with flags {:#x}{}",
             flags, describe_flags(flags));
-        c.bound();
-        b.bound.lock().push(c as *const dyn AnyCntr);
+        let mut bound = b.bound.lock();
+        c.bound(bound.enabled);
+        bound.cntrs.push(c as *const dyn AnyCntr);
         0
     }
 }
@@ -188,9 +204,41 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         if ret == 0 {
             // SAFETY: the object is gone; our Binder is no longer reachable.
             let b = unsafe { Box::from_raw(b) };
-            for c in b.bound.lock().iter() {
+            let bound = b.bound.lock();
+            for c in bound.cntrs.iter() {
                 // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
-                unsafe { (**c).unbound() };
+                unsafe { (**c).unbound(bound.enabled) };
+            }
+        }
+        ret
+    }
+}
+
+/// An endpoint's fi_control: the core's, noting FI_ENABLE. Until its endpoints are enabled, a
+/// counter does not drive the core's progress: util-based cores (shm, rxm) crash progressing
+/// an endpoint that is bound but not enabled, even through their own counters (libfabric 2.1),
+/// and before enable nothing can complete anyway.
+unsafe extern "C" fn control(
+    fid: *mut ofi::fid,
+    command: c_int,
+    arg: *mut std::ffi::c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched endpoints reach this op.
+        let b = unsafe { binder(fid) };
+        // SAFETY: the core's own op table and op.
+        let ret = match unsafe { (*b.orig_fi_ops).control } {
+            Some(orig) => unsafe { orig(fid, command, arg) },
+            None => err::ENOSYS,
+        };
+        if ret == 0 && command as u32 == ofi::FI_ENABLE {
+            let mut bound = b.bound.lock();
+            if !bound.enabled {
+                bound.enabled = true;
+                for c in bound.cntrs.iter() {
+                    // SAFETY: a bound counter cannot close (EBUSY) while bound here.
+                    unsafe { (**c).binding_enabled() };
+                }
             }
         }
         ret
