@@ -109,21 +109,33 @@ fn timeout_conventions() {
     );
 }
 
+/// A thread waiting for the value 1 (10 s at most), returned once its wait has taken the
+/// error count it compares against.
+fn waiter_after_start(c: &Arc<Counter>) -> thread::JoinHandle<Result<(), WaitError>> {
+    let began = Arc::new(Barrier::new(2));
+    let (c2, began2) = (c.clone(), began.clone());
+    let t = thread::spawn(move || {
+        c2.wait_observed(1, Timeout::from_ms(10_000), || {
+            began2.wait();
+        })
+    });
+    began.wait();
+    t
+}
+
 #[test]
 fn error_change_after_the_call_began_gives_eavail() {
     for s in ALL_WAITABLE {
         let c = counter(s);
         c.add_err(1).unwrap(); // before the call: not a reason to return
         assert_eq!(c.wait(1, Timeout::Poll), Err(WaitError::TimedOut), "{s:?}");
-        let c2 = c.clone();
-        let t = thread::spawn(move || c2.wait(1, Timeout::from_ms(10_000)));
-        thread::sleep(Duration::from_millis(20));
+        // The error changes once the wait has begun (not after a sleep: on a loaded machine
+        // the waiter may start later, and a change before the call rightly does not count).
+        let t = waiter_after_start(&c);
         c.add_err(1).unwrap();
         assert_eq!(t.join().unwrap(), Err(WaitError::ErrorChanged), "{s:?}");
         // seterr to the same value is no change; to another value is.
-        let c2 = c.clone();
-        let t = thread::spawn(move || c2.wait(1, Timeout::from_ms(10_000)));
-        thread::sleep(Duration::from_millis(20));
+        let t = waiter_after_start(&c);
         c.set_err(0).unwrap();
         assert_eq!(t.join().unwrap(), Err(WaitError::ErrorChanged), "{s:?}");
     }

@@ -438,14 +438,19 @@ fn waiters_see_device_side_changes_by_polling() {
         });
         assert_eq!(c.wait(3, Timeout::from_ms(10_000)), Ok(()), "{s:?}");
         t.join().unwrap();
-        // Errors made by the device end a wait with ErrorChanged.
+        // Errors made by the device end a wait with ErrorChanged: the device errs once the
+        // wait has begun (a sleep would race with a late start on a loaded machine).
+        let began = Arc::new(std::sync::Barrier::new(2));
+        let began2 = began.clone();
         let t = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+            began2.wait();
             // SAFETY: as above.
             unsafe { fake::device_add_err(p as *mut IbvCompCntr, 1) };
         });
         assert_eq!(
-            c.wait(100, Timeout::from_ms(10_000)),
+            c.wait_observed(100, Timeout::from_ms(10_000), || {
+                began.wait();
+            }),
             Err(WaitError::ErrorChanged),
             "{s:?}"
         );

@@ -273,9 +273,10 @@ impl<S: Store> Counter<S> {
 
     /// [`Counter::wait`], calling `started` right after the wait has read the error count it
     /// compares against: an error-count change after `started` must end the wait (with
-    /// `ErrorChanged`, or `Ok` if the threshold is met too). The loom model
-    /// (`tests/loom_wait.rs`) orders its mutations after this point.
-    #[cfg(loom)]
+    /// `ErrorChanged`, or `Ok` if the threshold is met too). For tests, which must order their
+    /// mutations after this point instead of sleeping and hoping the waiter has begun (the loom
+    /// model, `tests/engine.rs`, `tests/hw.rs`).
+    #[doc(hidden)]
     pub fn wait_observed(
         &self,
         threshold: u64,
