@@ -136,6 +136,8 @@ for p in PROVS:
                 spread([r[i] for r in rows]) for i in range(3)) + " |")
         elif (p, w) in unsup:
             md.append(f"| {p} | {w.upper()} | unsupported: {unsup[(p, w)]} | | |")
+        else:
+            md.append(f"| {p} | {w.upper()} | no result: the run did not finish (timeout) | | |")
 
 md.append("\n## fi_cntr_add throughput (millions of adds per second, all threads together)\n")
 ths = sorted({t for (_, t) in adds})
