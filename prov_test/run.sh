@@ -11,8 +11,11 @@ mkdir -p "$OUT"
 status=0
 for src in "$ROOT"/prov_test/*.c; do
     bin=$OUT/$(basename "$src" .c)
-    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$ROOT/prov_test/harness.h" -nt "$bin" ] ||
-       [ "$ROOT/include/rdma/fi_ext_rscntr.h" -nt "$bin" ]; then
+    stale=0
+    for dep in "$src" "$ROOT"/prov_test/*.h "$ROOT/include/rdma/fi_ext_rscntr.h"; do
+        [ "$dep" -nt "$bin" ] && stale=1
+    done
+    if [ ! -x "$bin" ] || [ $stale = 1 ]; then
         gcc -O1 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" -I"$ROOT/include" -I"$ROOT/prov_test" \
             "$src" -L"$LF_PREFIX/lib" -lfabric -lpthread -o "$bin"
     fi

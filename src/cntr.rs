@@ -17,6 +17,7 @@ use crate::fabric::Children;
 use crate::ffi::{self, FidObject, err};
 use crate::hw::{self, Choice};
 use crate::layer::Watched;
+use crate::testhook::{self, Op};
 use crate::verbs::HwCounter;
 use crate::{fi_info, fi_warn, info, ofi, params, peer_sys};
 use parking_lot::Mutex;
@@ -83,8 +84,10 @@ impl CntrHome {
         self.watcher.get_or_init(crate::layer::Watcher::default)
     }
 
-    /// Claims one of the domain's `cntr_cnt` counter slots.
-    fn claim_slot(&self) -> Result<(), c_int> {
+    /// Claims one of the domain's `cntr_cnt` counter slots. The guard gives it back unless
+    /// [`SlotGuard::keep`] is called, so a failure or a panic half-way through opening a
+    /// counter cannot leave the domain with a child it can never close.
+    fn claim_slot(&self) -> Result<SlotGuard<'_>, c_int> {
         let claimed = self.slots.fetch_add(1, Ordering::AcqRel);
         if claimed >= info::MAX_CNTRS {
             self.slots.fetch_sub(1, Ordering::AcqRel);
@@ -96,12 +99,30 @@ impl CntrHome {
             return Err(err::ENOSPC);
         }
         self.children.add();
-        Ok(())
+        Ok(SlotGuard(Some(self)))
     }
 
     fn release_slot(&self) {
         self.slots.fetch_sub(1, Ordering::AcqRel);
         self.children.remove();
+    }
+}
+
+/// A claimed counter slot, released on drop unless kept (see [`CntrHome::claim_slot`]).
+struct SlotGuard<'a>(Option<&'a CntrHome>);
+
+impl SlotGuard<'_> {
+    /// The counter opened: the slot now belongs to it (released by its close).
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(home) = self.0 {
+            home.release_slot();
+        }
     }
 }
 
@@ -138,6 +159,9 @@ pub struct Cntr<B: Backing> {
     core_open: Mutex<()>,
     /// Endpoints and MRs this counter is bound to; it cannot close while any remain.
     bindings: AtomicUsize,
+    /// Of those, endpoints not enabled yet: while any remain, reads and waits do not drive the
+    /// core's progress (see `layer::bind::control`).
+    unenabled: AtomicUsize,
     /// The core counter's own value and error count as last taken in (see `sync`).
     core_seen: AtomicU64,
     core_seen_err: AtomicU64,
@@ -385,9 +409,12 @@ pub unsafe fn open_in(
         Ok(c) => c,
         Err(e) => return e,
     };
-    if let Err(e) = home.claim_slot() {
-        return e;
-    }
+    let slot = match home.claim_slot() {
+        Ok(slot) => slot,
+        Err(e) => return e,
+    };
+    // The test hook panics with the slot claimed: the guard must give it back.
+    testhook::panic(Op::CntrOpen);
     let fid = match choice {
         Choice::Software => Counter::with_spin_limit(config.strategy, params::spin_limit())
             .map(|engine| new_fid(home, &config, context, engine)),
@@ -405,12 +432,13 @@ pub unsafe fn open_in(
     };
     match fid {
         Ok(fid) => {
+            slot.keep();
             // SAFETY: non-NULL out pointer checked above.
             unsafe { *cntr = fid.cast() };
             0
         }
         Err(e) => {
-            home.release_slot();
+            drop(slot);
             fi_warn!(Cntr, "cannot create the counter's eventfd or watcher: {e}");
             -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as i32)
         }
@@ -435,6 +463,7 @@ fn new_fid<B: Backing>(
         core_cntr: AtomicPtr::new(std::ptr::null_mut()),
         core_open: Mutex::new(()),
         bindings: AtomicUsize::new(0),
+        unenabled: AtomicUsize::new(0),
         core_seen: AtomicU64::new(0),
         core_seen_err: AtomicU64::new(0),
         peer: PeerCntr {
@@ -466,8 +495,12 @@ pub trait AnyCntr {
     fn home_ptr(&self) -> *const CntrHome;
     /// The core counter that feeds this counter in its layered domain, opened on first use.
     fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int>;
-    fn bound(&self);
-    fn unbound(&self);
+    /// A bind succeeded, to an endpoint not enabled yet unless `enabled`.
+    fn bound(&self, enabled: bool);
+    /// The endpoint or MR closed (`enabled`: as it was then).
+    fn unbound(&self, enabled: bool);
+    /// An endpoint this counter is bound to was enabled.
+    fn binding_enabled(&self);
     /// True for FI_CNTR_EVENTS_BYTES counters.
     fn counts_bytes(&self) -> bool;
 }
@@ -482,11 +515,20 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int> {
         self.open_core_cntr()
     }
-    fn bound(&self) {
+    fn bound(&self, enabled: bool) {
+        if !enabled {
+            self.unenabled.fetch_add(1, Ordering::AcqRel);
+        }
         self.bindings.fetch_add(1, Ordering::AcqRel);
     }
-    fn unbound(&self) {
+    fn unbound(&self, enabled: bool) {
+        if !enabled {
+            self.unenabled.fetch_sub(1, Ordering::AcqRel);
+        }
         self.bindings.fetch_sub(1, Ordering::AcqRel);
+    }
+    fn binding_enabled(&self) {
+        self.unenabled.fetch_sub(1, Ordering::AcqRel);
     }
     fn counts_bytes(&self) -> bool {
         self.events == ofi::fi_cntr_events_FI_CNTR_EVENTS_BYTES
@@ -580,10 +622,12 @@ impl<B: Backing> Cntr<B> {
     /// takes the increase of the core counter's value since the last look into its own, so
     /// every kind counts exactly once. The core counter is never set or added to by rscntr,
     /// so it only grows; a compare-exchange on the last seen value makes each increase count
-    /// once even when threads race.
+    /// once even when threads race. Skipped while an endpoint bound to this counter is not
+    /// enabled: util-based cores crash progressing such an endpoint, and nothing completes on
+    /// it; increases made meanwhile are taken in by the next sync.
     pub fn sync(&self, errors_too: bool) {
         let core = self.core_cntr.load(Ordering::Acquire);
-        if core.is_null() {
+        if core.is_null() || self.unenabled.load(Ordering::Acquire) != 0 {
             return;
         }
         // SAFETY: an open core counter; its ops table is the core's.
@@ -630,14 +674,14 @@ impl<B: Backing> Cntr<B> {
         let mut out: *mut ofi::fid_cntr = std::ptr::null_mut();
         // SAFETY: an open core domain; attr and ctx live across the call, and the core keeps
         // only the peer fid pointer, which lives as long as this counter.
-        let ret = unsafe {
+        let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
             (core.cntr_open)(
                 core.domain,
                 &mut attr,
                 &mut out,
                 (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast(),
             )
-        };
+        });
         if ret != 0 || out.is_null() {
             // A core without peer counters (sockets) counts in a counter of its own; `sync`
             // takes in its increases.
@@ -648,8 +692,9 @@ impl<B: Backing> Cntr<B> {
             attr.flags = 0;
             out = std::ptr::null_mut();
             // SAFETY: as above, without the peer context.
-            let ret =
-                unsafe { (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut()) };
+            let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
+                (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut())
+            });
             if ret != 0 || out.is_null() {
                 fi_warn!(
                     Cntr,
@@ -782,6 +827,9 @@ unsafe extern "C" fn cntr_control<B: Backing>(
                 None => Err(err::EINVAL),
             },
             other => {
+                if command == testhook::PANIC_CMD {
+                    testhook::panic(Op::Control);
+                }
                 fi_warn!(Cntr, "unknown fi_control command {other}");
                 Err(err::ENOSYS)
             }

@@ -95,6 +95,7 @@ pub unsafe extern "C" fn domain_open2(
             fi_warn!(Domain, "unsupported fi_domain2 flags {flags:#x}");
             return err::EBADFLAGS;
         }
+        crate::testhook::panic(crate::testhook::Op::Domain);
         // Hardware detection happens once per process, here at the first domain (or in
         // getinfo with FI_RSCNTR_HW=on), never in fi_prov_ini.
         crate::hw::state();

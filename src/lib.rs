@@ -23,5 +23,6 @@ mod layer;
 mod params;
 mod peer_sys;
 mod prov;
+mod testhook;
 
 pub use prov::fi_prov_ini;

@@ -1,6 +1,6 @@
 //! Spin, then yield: the one place that decides how a waiting thread burns time.
 
-use std::hint::spin_loop;
+use super::sync::{spin_loop, yield_now};
 use std::time::Duration;
 
 /// Exponential back-off for a thread that polls a condition.
@@ -40,7 +40,7 @@ impl Backoff {
             }
             self.step += 1;
         } else {
-            std::thread::yield_now();
+            yield_now();
         }
     }
 

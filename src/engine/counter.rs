@@ -12,6 +12,12 @@
 //! waiter and notifies it; and because the listener is registered before the re-check, that
 //! notification cannot fall between the check and the sleep. No wakeup is lost.
 //!
+//! `tests/loom_wait.rs` model-checks this (and the fd arming of `trywait`) with loom, on this
+//! code: `--cfg loom` swaps the atomics, the mutex, the spins and the eventfd for loom's
+//! (`super::sync`). The store-then-load pairs the argument above rests on are marked with
+//! `sync::store_load_order()`, a SeqCst fence under loom only (see there: loom models SeqCst
+//! accesses more weakly than Rust does), nothing otherwise.
+//!
 //! # Polled stores (hardware counters)
 //! A device moves a [`Store::POLLED`] store without telling anyone, so the protocol above covers
 //! only the mutations made through this `Counter` (they still wake waiters at once). For the
@@ -30,13 +36,13 @@
 
 use super::backoff::{DEFAULT_SPIN_LIMIT, PollNap};
 use super::store::{Atomics, Store, StoreError};
+use super::sync::{AtomicU32, AtomicU64, Mutex};
 use super::watcher::{self, Snap, Watched};
 use super::{Backoff, EventFd, Timeout};
 use event_listener::{Event, Listener};
-use parking_lot::Mutex;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -237,6 +243,7 @@ impl<S: Store> Counter<S> {
 
     #[inline]
     fn wake_waiters(&self) {
+        super::sync::store_load_order();
         let w = self.wake.load(SeqCst);
         if w != 0 {
             self.wake_slow(w);
@@ -259,11 +266,37 @@ impl<S: Store> Counter<S> {
 
     /// Waits until the value reaches `threshold` (`Ok`), the error count changes
     /// (`ErrorChanged`), or the timeout passes (`TimedOut`). The threshold is checked first.
+    #[inline]
     pub fn wait(&self, threshold: u64, timeout: Timeout) -> Result<(), WaitError> {
+        self.wait_inner(threshold, timeout, || {})
+    }
+
+    /// [`Counter::wait`], calling `started` right after the wait has read the error count it
+    /// compares against: an error-count change after `started` must end the wait (with
+    /// `ErrorChanged`, or `Ok` if the threshold is met too). The loom model
+    /// (`tests/loom_wait.rs`) orders its mutations after this point.
+    #[cfg(loom)]
+    pub fn wait_observed(
+        &self,
+        threshold: u64,
+        timeout: Timeout,
+        started: impl FnOnce(),
+    ) -> Result<(), WaitError> {
+        self.wait_inner(threshold, timeout, started)
+    }
+
+    #[inline]
+    fn wait_inner(
+        &self,
+        threshold: u64,
+        timeout: Timeout,
+        started: impl FnOnce(),
+    ) -> Result<(), WaitError> {
         if self.strategy == WaitStrategy::None {
             return Err(WaitError::NotWaitable);
         }
         let errors_at_start = self.read_err();
+        started();
         let check = || -> Option<Result<(), WaitError>> {
             if self.read() >= threshold {
                 Some(Ok(()))
@@ -288,7 +321,7 @@ impl<S: Store> Counter<S> {
             if must_sleep && S::POLLED && nap.should_yield() {
                 // Between spinning and sleeping: a device-side change is often only a few
                 // microseconds away, and a futex sleep costs at least the timer slack.
-                std::thread::yield_now();
+                super::sync::yield_now();
                 if let Some(done) = check() {
                     return done;
                 }
@@ -324,6 +357,7 @@ impl<S: Store> Counter<S> {
         deadline: Option<Instant>,
     ) -> Option<Result<(), WaitError>> {
         self.wake.fetch_add(ONE_WAITER, SeqCst);
+        super::sync::store_load_order();
         let listener = self.event.listen();
         let result = match check() {
             Some(done) => Some(done),
@@ -364,6 +398,7 @@ impl<S: Store> Counter<S> {
         }
         fd.drain();
         self.wake.fetch_or(FD_ARMED, SeqCst);
+        super::sync::store_load_order();
         let now = Snapshot {
             sets: self.sets.load(SeqCst),
             value: self.read(),
@@ -389,6 +424,12 @@ impl<S: Store> Counter<S> {
             *armed_at = now;
             Err(TryWaitError::Pending)
         }
+    }
+
+    /// True while the (model) eventfd has an unread signal: what `poll()` would report.
+    #[cfg(loom)]
+    pub fn fd_readable(&self) -> bool {
+        self.fd.as_ref().is_some_and(EventFd::is_readable)
     }
 
     /// True while an fd armed by [`Counter::trywait`] has not been signalled yet.

@@ -1,40 +1,85 @@
 //! A non-blocking Linux eventfd: the file descriptor an FI_WAIT_FD counter hands out.
+//!
+//! Under `--cfg loom` (`tests/loom_wait.rs`) an [`EventFd`] is a model instead: the kernel's
+//! counter as a loom atomic, so the checker sees every signal and drain.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+#[cfg(loom)]
+pub use model::EventFd;
+#[cfg(not(loom))]
+pub use real::EventFd;
 
-#[derive(Debug)]
-pub struct EventFd(OwnedFd);
+#[cfg(not(loom))]
+mod real {
 
-impl EventFd {
-    pub fn new() -> io::Result<Self> {
-        // SAFETY: eventfd has no memory arguments; the result is checked before use.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+    #[derive(Debug)]
+    pub struct EventFd(OwnedFd);
+
+    impl EventFd {
+        pub fn new() -> io::Result<Self> {
+            // SAFETY: eventfd has no memory arguments; the result is checked before use.
+            let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+            Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
         }
-        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+
+        /// Makes the fd readable (adds 1 to the eventfd's count).
+        pub fn signal(&self) {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to our own fd. A full count (EAGAIN) already
+            // means readable, so the result needs no handling.
+            unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+
+        /// Consumes a pending signal, if any, so the fd is no longer readable.
+        pub fn drain(&self) {
+            let mut buf: u64 = 0;
+            // SAFETY: reads at most 8 bytes into a live u64; EAGAIN (nothing pending) is fine.
+            unsafe { libc::read(self.0.as_raw_fd(), (&mut buf as *mut u64).cast(), 8) };
+        }
     }
 
-    /// Makes the fd readable (adds 1 to the eventfd's count).
-    pub fn signal(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our own fd. A full count (EAGAIN) already
-        // means readable, so the result needs no handling.
-        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    /// Consumes a pending signal, if any, so the fd is no longer readable.
-    pub fn drain(&self) {
-        let mut buf: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64; EAGAIN (nothing pending) is fine.
-        unsafe { libc::read(self.0.as_raw_fd(), (&mut buf as *mut u64).cast(), 8) };
+    impl AsRawFd for EventFd {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0.as_raw_fd()
+        }
     }
 }
 
-impl AsRawFd for EventFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
+#[cfg(loom)]
+mod model {
+    use crate::engine::sync::AtomicU64;
+    use std::io;
+    use std::os::fd::{AsRawFd, RawFd};
+    use std::sync::atomic::Ordering::SeqCst;
+
+    /// The eventfd's 64-bit count; readable while non-zero.
+    #[derive(Debug)]
+    pub struct EventFd(AtomicU64);
+
+    impl EventFd {
+        pub fn new() -> io::Result<Self> {
+            Ok(EventFd(AtomicU64::new(0)))
+        }
+        pub fn signal(&self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+        pub fn drain(&self) {
+            self.0.swap(0, SeqCst);
+        }
+        pub fn is_readable(&self) -> bool {
+            self.0.load(SeqCst) != 0
+        }
+    }
+
+    impl AsRawFd for EventFd {
+        fn as_raw_fd(&self) -> RawFd {
+            -1
+        }
     }
 }

@@ -9,6 +9,7 @@ mod counter;
 mod eventfd;
 mod polled;
 pub mod store;
+mod sync;
 pub mod watcher;
 
 pub use backoff::Backoff;

@@ -1,7 +1,8 @@
 //! Where a counter's two values live: [`Atomics`] in host memory, or a store a device updates
 //! behind rscntr's back (the verbs layer's hardware counter implements [`Store`] too).
 
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use super::sync::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
 
 /// An errno from a store whose operations can fail (a device call); never from [`Atomics`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

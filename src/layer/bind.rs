@@ -3,6 +3,7 @@
 
 use crate::cntr::{self, AnyCntr, CntrHome};
 use crate::ffi::err;
+use crate::testhook::{self, Op};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_int;
@@ -17,7 +18,15 @@ struct Binder {
     ep_ops: Option<Box<ofi::fi_ops_ep>>,
     orig_ep_ops: *const ofi::fi_ops_ep,
     home: *const CntrHome,
-    bound: Mutex<Vec<*const dyn AnyCntr>>,
+    /// The counters bound here, and (endpoints) whether the endpoint is enabled yet; one lock
+    /// so that a bind and an enable racing each other count the binding exactly once.
+    bound: Mutex<Bound>,
+}
+
+struct Bound {
+    cntrs: Vec<*const dyn AnyCntr>,
+    /// MRs count as enabled from the start: a core's counter progress walks endpoints only.
+    enabled: bool,
 }
 
 /// Gives a core MR rscntr's bind and close.
@@ -60,16 +69,23 @@ unsafe fn patch_fid(
             Some((ops, orig)) => (Some(ops), orig),
             None => (None, std::ptr::null()),
         };
+        let is_ep = ep_ops.is_some();
         let mut b = Box::new(Binder {
             fi_ops: *(*fid).ops,
             orig_fi_ops: (*fid).ops,
             ep_ops,
             orig_ep_ops,
             home,
-            bound: Mutex::new(Vec::new()),
+            bound: Mutex::new(Bound {
+                cntrs: Vec::new(),
+                enabled: !is_ep,
+            }),
         });
         b.fi_ops.bind = Some(bind);
         b.fi_ops.close = Some(close);
+        if is_ep {
+            b.fi_ops.control = Some(control);
+        }
         let b = Box::into_raw(b);
         (*fid).ops = &mut (*b).fi_ops;
         b
@@ -135,7 +151,12 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         let b = unsafe { binder(fid) };
         // SAFETY: the core's own op table.
         let orig_bind = unsafe { (*b.orig_fi_ops).bind.unwrap() };
-        // SAFETY: NULL or a readable fid.
+        if bfid.is_null() {
+            // Cores read the bound fid's class without checking.
+            fi_warn!(EpCtrl, "NULL fid to bind");
+            return err::EINVAL;
+        }
+        // SAFETY: a readable fid.
         let Some(c) = (unsafe { cntr::as_cntr::<'static>(bfid) }) else {
             // SAFETY: not ours: the core's business.
             return unsafe { orig_bind(fid, bfid, flags) };
@@ -150,20 +171,27 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             fi_warn!(EpCtrl, "FI_CNTR_EVENTS_BYTES counters cannot count a core's completions");
             return err::EOPNOTSUPP;
         }
+        testhook::panic(Op::Bind);
         let core_cntr = match c.core_cntr() {
             Ok(p) => p,
             Err(e) => return e,
         };
         // SAFETY: the core binds its own counter.
-        let ret = unsafe { orig_bind(fid, core_cntr.cast(), flags) };
-        crate::fi_info!(EpCtrl, "bound an rscntr counter to core fid class {} with flags {:#x}{}",
-            // SAFETY: a readable core fid.
-            unsafe { (*fid).fclass }, flags, describe_flags(flags));
-        if ret == 0 {
-            c.bound();
-            b.bound.lock().push(c as *const dyn AnyCntr);
+        let ret = testhook::fail(Op::Bind).unwrap_or_else(|| unsafe { orig_bind(fid, core_cntr.cast(), flags) });
+        // SAFETY: a readable core fid.
+        let class = unsafe { (*fid).fclass };
+        if ret != 0 {
+            // The core counter stays open with the rscntr counter and is closed with it.
+            fi_warn!(EpCtrl, "the core refused to bind the counter to fid class {class} with flags {:#x}{}: {ret}",
+                flags, describe_flags(flags));
+            return ret;
         }
-        ret
+        crate::fi_info!(EpCtrl, "bound an rscntr counter to core fid class {class} with flags {:#x}{}",
+            flags, describe_flags(flags));
+        let mut bound = b.bound.lock();
+        c.bound(bound.enabled);
+        bound.cntrs.push(c as *const dyn AnyCntr);
+        0
     }
 }
 
@@ -176,9 +204,41 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         if ret == 0 {
             // SAFETY: the object is gone; our Binder is no longer reachable.
             let b = unsafe { Box::from_raw(b) };
-            for c in b.bound.lock().iter() {
+            let bound = b.bound.lock();
+            for c in bound.cntrs.iter() {
                 // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
-                unsafe { (**c).unbound() };
+                unsafe { (**c).unbound(bound.enabled) };
+            }
+        }
+        ret
+    }
+}
+
+/// An endpoint's fi_control: the core's, noting FI_ENABLE. Until its endpoints are enabled, a
+/// counter does not drive the core's progress: util-based cores (shm, rxm) crash progressing
+/// an endpoint that is bound but not enabled, even through their own counters (libfabric 2.1),
+/// and before enable nothing can complete anyway.
+unsafe extern "C" fn control(
+    fid: *mut ofi::fid,
+    command: c_int,
+    arg: *mut std::ffi::c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched endpoints reach this op.
+        let b = unsafe { binder(fid) };
+        // SAFETY: the core's own op table and op.
+        let ret = match unsafe { (*b.orig_fi_ops).control } {
+            Some(orig) => unsafe { orig(fid, command, arg) },
+            None => err::ENOSYS,
+        };
+        if ret == 0 && command as u32 == ofi::FI_ENABLE {
+            let mut bound = b.bound.lock();
+            if !bound.enabled {
+                bound.enabled = true;
+                for c in bound.cntrs.iter() {
+                    // SAFETY: a bound counter cannot close (EBUSY) while bound here.
+                    unsafe { (**c).binding_enabled() };
+                }
             }
         }
         ret

@@ -9,7 +9,8 @@ use super::watcher::Watched;
 use crate::cntr::CntrHome;
 use crate::engine::{Backoff, EventFd, MAX_POLL_INTERVAL};
 use crate::ffi::{self, err};
-use crate::{fi_info, ofi};
+use crate::testhook::{self, Op};
+use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,7 +49,8 @@ pub unsafe fn open(
     home: &CntrHome,
 ) -> c_int {
     // SAFETY: forwarded as the application passed them.
-    let ret = unsafe { orig(domain, attr, cq, context) };
+    let ret =
+        testhook::fail(Op::CqOpen).unwrap_or_else(|| unsafe { orig(domain, attr, cq, context) });
     // SAFETY: attr NULL or valid.
     let Some(a) = (unsafe { attr.as_ref() }) else {
         return ret;
@@ -66,7 +68,10 @@ pub unsafe fn open(
     let fd = if wanted == ofi::fi_wait_obj_FI_WAIT_FD {
         match EventFd::new() {
             Ok(fd) => Some(fd),
-            Err(e) => return -e.raw_os_error().unwrap_or(12),
+            Err(e) => {
+                fi_warn!(Domain, "cannot create the eventfd of an FI_WAIT_FD CQ: {e}");
+                return -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as c_int);
+            }
         }
     } else {
         None
@@ -76,7 +81,10 @@ pub unsafe fn open(
     plain.wait_cond = ofi::fi_cq_wait_cond_FI_CQ_COND_NONE;
     plain.wait_set = std::ptr::null_mut();
     // SAFETY: the same request without a wait object.
-    if unsafe { orig(domain, &mut plain, cq, context) } != 0 {
+    if testhook::fail(Op::CqOpen)
+        .unwrap_or_else(|| unsafe { orig(domain, &mut plain, cq, context) })
+        != 0
+    {
         return ret;
     }
     fi_info!(

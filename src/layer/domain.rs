@@ -6,6 +6,7 @@ use super::fabric::LayeredFabric;
 use super::to_core;
 use crate::cntr::{self, CntrHome, CoreDomain};
 use crate::ffi::{self, err};
+use crate::testhook::{self, Op};
 use crate::{fi_warn, ofi};
 use std::ffi::{c_int, c_void};
 
@@ -161,8 +162,13 @@ unsafe extern "C" fn domain_ops_open(
     context: *mut c_void,
 ) -> c_int {
     crate::ffi_boundary! {
-        // SAFETY: name NULL or a C string.
-        if !name.is_null() && unsafe { std::ffi::CStr::from_ptr(name) } == crate::ext::FI_RSCNTR_DOMAIN_OPS_V1 {
+        if name.is_null() {
+            // As on rscntr's own domains; a core may strcmp it.
+            fi_warn!(Domain, "NULL ops name");
+            return err::EINVAL;
+        }
+        // SAFETY: a C string.
+        if unsafe { std::ffi::CStr::from_ptr(name) } == crate::ext::FI_RSCNTR_DOMAIN_OPS_V1 {
             if flags != 0 {
                 return err::EBADFLAGS;
             }
@@ -188,6 +194,11 @@ unsafe extern "C" fn cq_open(
     crate::ffi_boundary! {
         // SAFETY: only patched core domains reach this op.
         let layered = unsafe { LayeredDomain::of(domain) };
+        if attr.is_null() || cq_out.is_null() {
+            // Cores dereference both without checking.
+            fi_warn!(Domain, "NULL CQ attr or out pointer");
+            return err::EINVAL;
+        }
         let Some(orig) = layered.orig().cq_open else { return err::ENOSYS };
         // SAFETY: forwarded; the domain outlives its CQs (the core refuses to close it before).
         unsafe { super::cq::open(orig, domain, attr, cq_out, context, &layered.home) }
@@ -220,12 +231,19 @@ unsafe fn open_ep(
 ) -> c_int {
     // SAFETY: only patched core domains reach the endpoint ops.
     let layered = unsafe { LayeredDomain::of(domain) };
-    // SAFETY: info NULL or valid.
+    // Checked before the core opens anything: an endpoint opened for a NULL out pointer could
+    // never be closed (nor its domain); a NULL info crashes some cores and not others.
+    if info.is_null() || ep.is_null() {
+        fi_warn!(Domain, "NULL info or endpoint out pointer");
+        return err::EINVAL;
+    }
+    // SAFETY: info valid.
     let Some(core_info) = (unsafe { to_core(info, layered.core_name()) }) else {
         return err::ENOMEM;
     };
     let mut out: *mut ofi::fid_ep = std::ptr::null_mut();
-    let ret = open(layered.orig(), core_info, &mut out);
+    let ret =
+        testhook::fail(Op::Endpoint).unwrap_or_else(|| open(layered.orig(), core_info, &mut out));
     // SAFETY: allocated by to_core.
     unsafe { ofi::fi_freeinfo(core_info) };
     if ret != 0 {
@@ -284,11 +302,21 @@ unsafe extern "C" fn scalable_ep(
     }
 }
 
-/// Gives a freshly registered core MR rscntr's bind.
+/// Registers through the core (`reg`), unless `mr` is NULL (the core would write through it)
+/// or the test hook fails the call, then gives the new core MR rscntr's bind.
 ///
 /// # Safety
-/// `fid` a patched domain's fid; `mr` the out pointer the core filled when `ret` is 0.
-unsafe fn patched_mr(fid: *mut ofi::fid, ret: c_int, mr: *mut *mut ofi::fid_mr) -> c_int {
+/// `fid` a patched domain's fid; `reg` the core's registration, filling `mr` when it returns 0.
+unsafe fn patched_mr(
+    fid: *mut ofi::fid,
+    mr: *mut *mut ofi::fid_mr,
+    reg: impl FnOnce() -> c_int,
+) -> c_int {
+    if mr.is_null() {
+        fi_warn!(Domain, "NULL MR out pointer");
+        return err::EINVAL;
+    }
+    let ret = testhook::fail(Op::MrReg).unwrap_or_else(reg);
     if ret == 0 {
         // SAFETY: the core registered an MR and stored it through `mr`.
         unsafe { bind::patch((*mr).cast(), &LayeredDomain::of_fid(fid).home) };
@@ -312,7 +340,7 @@ unsafe extern "C" fn mr_reg(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let reg = LayeredDomain::of_fid(fid).orig_mr().reg.unwrap();
-            patched_mr(fid, reg(fid, buf, len, access, offset, requested_key, flags, mr, context), mr)
+            patched_mr(fid, mr, || reg(fid, buf, len, access, offset, requested_key, flags, mr, context))
         }
     }
 }
@@ -333,7 +361,7 @@ unsafe extern "C" fn mr_regv(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let regv = LayeredDomain::of_fid(fid).orig_mr().regv.unwrap();
-            patched_mr(fid, regv(fid, iov, count, access, offset, requested_key, flags, mr, context), mr)
+            patched_mr(fid, mr, || regv(fid, iov, count, access, offset, requested_key, flags, mr, context))
         }
     }
 }
@@ -348,7 +376,7 @@ unsafe extern "C" fn mr_regattr(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let regattr = LayeredDomain::of_fid(fid).orig_mr().regattr.unwrap();
-            patched_mr(fid, regattr(fid, attr, flags, mr), mr)
+            patched_mr(fid, mr, || regattr(fid, attr, flags, mr))
         }
     }
 }

@@ -5,6 +5,7 @@
 use super::{core_fabric_info, core_of_fabric, domain, to_core};
 use crate::fabric::Children;
 use crate::ffi::{self, err};
+use crate::testhook::{self, Op};
 use crate::{cntr, fi_warn, ofi, params};
 use std::ffi::{CStr, CString, c_int, c_void};
 
@@ -49,6 +50,12 @@ pub unsafe fn fabric_open(
     fabric: *mut *mut ofi::fid_fabric,
     context: *mut c_void,
 ) -> c_int {
+    // Checked before anything is opened: a core fabric opened for a NULL out pointer could
+    // never be closed.
+    if fabric.is_null() {
+        fi_warn!(Fabric, "NULL fabric out pointer");
+        return err::EINVAL;
+    }
     // SAFETY: caller's contract.
     let name = unsafe { CStr::from_ptr(attr.name) }
         .to_string_lossy()
@@ -73,7 +80,9 @@ pub unsafe fn fabric_open(
     };
     let mut core_fabric: *mut ofi::fid_fabric = std::ptr::null_mut();
     // SAFETY: the first info of a fresh fi_getinfo list; fi_fabric copies what it needs.
-    let ret = unsafe { ofi::fi_fabric((*info).fabric_attr, &mut core_fabric, context) };
+    let ret = testhook::fail(Op::Fabric).unwrap_or_else(|| unsafe {
+        ofi::fi_fabric((*info).fabric_attr, &mut core_fabric, context)
+    });
     // SAFETY: the list from core_fabric_info.
     unsafe { ofi::fi_freeinfo(info) };
     if ret != 0 {
@@ -149,7 +158,14 @@ unsafe extern "C" fn domain_open2(
     crate::ffi_boundary! {
         // SAFETY: only patched core fabrics reach this op.
         let layered = unsafe { LayeredFabric::of(fabric) };
-        // SAFETY: info NULL or valid.
+        // Checked before the core opens anything: cores crash on a NULL info, and a domain
+        // opened for a NULL out pointer could never be closed (its fabric neither).
+        if info.is_null() || dom.is_null() {
+            fi_warn!(Domain, "NULL info or domain out pointer");
+            return err::EINVAL;
+        }
+        testhook::panic(Op::Domain);
+        // SAFETY: info valid.
         let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
             return err::ENOMEM;
         };
@@ -162,12 +178,12 @@ unsafe extern "C" fn domain_open2(
             unsafe { (*(*core_info).domain_attr).threading } == ofi::fi_threading_FI_THREAD_SAFE;
         let mut out: *mut ofi::fid_domain = std::ptr::null_mut();
         // SAFETY: the core's own ops on its own fabric, with an info it accepts.
-        let ret = unsafe {
+        let ret = testhook::fail(Op::Domain).unwrap_or_else(|| unsafe {
             match (flags, layered.orig().domain2) {
                 (0, _) | (_, None) => layered.orig().domain.unwrap()(fabric, core_info, &mut out, context),
                 (f, Some(d2)) => d2(fabric, core_info, &mut out, f, context),
             }
-        };
+        });
         if ret == 0 {
             // SAFETY: a just-opened core domain; core_info describes it.
             unsafe { domain::patch(out, layered, thread_safe) };
@@ -192,12 +208,17 @@ unsafe extern "C" fn passive_ep(
     crate::ffi_boundary! {
         // SAFETY: only patched core fabrics reach this op.
         let layered = unsafe { LayeredFabric::of(fabric) };
-        // SAFETY: info NULL or valid.
+        if info.is_null() || pep.is_null() {
+            fi_warn!(Fabric, "NULL info or passive endpoint out pointer");
+            return err::EINVAL;
+        }
+        // SAFETY: info valid.
         let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
             return err::ENOMEM;
         };
         // SAFETY: the core's own op.
-        let ret = unsafe { layered.orig().passive_ep.unwrap()(fabric, core_info, pep, context) };
+        let ret = testhook::fail(Op::Pep)
+            .unwrap_or_else(|| unsafe { layered.orig().passive_ep.unwrap()(fabric, core_info, pep, context) });
         // SAFETY: allocated by to_core.
         unsafe { ofi::fi_freeinfo(core_info) };
         ret
@@ -214,20 +235,26 @@ unsafe extern "C" fn trywait(
         // SAFETY: only patched core fabrics reach this op.
         let layered = unsafe { LayeredFabric::of(fabric) };
         if count < 0 || (fids.is_null() && count > 0) {
+            fi_warn!(Fabric, "invalid fid array ({count} entries at {fids:p})");
             return err::EINVAL;
         }
         let mut core_fids = Vec::new();
         for i in 0..count as usize {
             // SAFETY: the caller passes `count` fids.
             let fid = unsafe { *fids.add(i) };
-            // SAFETY: NULL or a readable fid.
+            if fid.is_null() {
+                // Handing a NULL fid to the core's trywait would crash it.
+                fi_warn!(Fabric, "NULL fid in fi_trywait's array");
+                return err::EINVAL;
+            }
+            // SAFETY: a readable fid.
             if unsafe { cntr::as_cntr(fid) }.is_some() {
                 // SAFETY: an rscntr counter.
                 let ret = unsafe { cntr::trywait(fid) };
                 if ret != 0 {
                     return ret;
                 }
-            } else if !fid.is_null() && unsafe { super::cq::is_emulated(fid) } {
+            } else if unsafe { super::cq::is_emulated(fid) } {
                 // SAFETY: a CQ whose wait object rscntr emulates.
                 let ret = unsafe { super::cq::trywait(fid) };
                 if ret != 0 {

@@ -246,6 +246,11 @@ pub unsafe fn getinfo_over(
         return Err(crate::ffi::err::ENOMEM);
     };
     let mut list: *mut ofi::fi_info = std::ptr::null_mut();
+    if let Some(e) = crate::testhook::fail(crate::testhook::Op::Getinfo) {
+        // SAFETY: allocated by to_core.
+        unsafe { ofi::fi_freeinfo(core_hints) };
+        return Err(e);
+    }
     // SAFETY: valid hints we own; the core name keeps this from recursing into rscntr.
     let ret = unsafe {
         ofi::fi_getinfo(

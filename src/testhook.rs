@@ -1,0 +1,116 @@
+//! Fault injection for the hardening tests. **Testing only.** Compiled in always, so the tests
+//! exercise the shipped DSO, and inert unless one of these environment variables is set (read
+//! once, at the first hook reached; never through `fi_param`, so they are not parameters users
+//! see in `fi_info -e`):
+//!
+//! - `FI_RSCNTR_TEST_FAIL=<op>[+<op>…]`: each named call rscntr makes into a core provider on
+//!   the layered path fails with `-FI_EIO` instead of reaching the core, as if the core had
+//!   failed it (a warning names the op). Ops: `getinfo` (the core's fi_getinfo when rscntr
+//!   answers one), `fabric` (fi_fabric of the core fabric), `domain` (the core's domain open),
+//!   `endpoint` (the core's endpoint/endpoint2/scalable_ep), `pep` (passive endpoint),
+//!   `cq_open`, `cntr_open` (the core counter that feeds an rscntr counter, opened at the first
+//!   bind), `bind` (binding that core counter to the core endpoint or MR), `mr_reg`
+//!   (reg/regv/regattr).
+//! - `FI_RSCNTR_TEST_PANIC=<op>[+<op>…]`: the named op panics, to show that the panic stays
+//!   inside rscntr (`ffi_boundary!`: the caller gets `-FI_EOTHER`, the process lives). Ops:
+//!   `cntr_open` (after the domain's counter slot is claimed, so a leak would show),
+//!   `control` (only the private fi_control command [`PANIC_CMD`] on a counter, so the other
+//!   commands stay usable), `domain` (opening a domain, rscntr's own or layered), `bind`
+//!   (binding an rscntr counter to a core endpoint or MR).
+//!
+//! An unknown op name is reported with a warning and ignored. Nothing on a counter's data path
+//! (read, add, wait) consults these hooks.
+
+use crate::{fi_warn, ofi};
+use std::ffi::c_int;
+use std::sync::OnceLock;
+
+/// The fi_control command on a counter that panics when `FI_RSCNTR_TEST_PANIC` names `control`
+/// (and is an unknown command, -FI_ENOSYS, otherwise). Chosen far from libfabric's commands.
+pub const PANIC_CMD: c_int = 0x5253_7e57;
+
+/// The interposed calls [`fail`] can fail, and the ops [`panic`] can panic in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Getinfo,
+    Fabric,
+    Domain,
+    Endpoint,
+    Pep,
+    CqOpen,
+    CntrOpen,
+    Bind,
+    MrReg,
+    Control,
+}
+
+const FAIL_OPS: &[(&str, Op)] = &[
+    ("getinfo", Op::Getinfo),
+    ("fabric", Op::Fabric),
+    ("domain", Op::Domain),
+    ("endpoint", Op::Endpoint),
+    ("pep", Op::Pep),
+    ("cq_open", Op::CqOpen),
+    ("cntr_open", Op::CntrOpen),
+    ("bind", Op::Bind),
+    ("mr_reg", Op::MrReg),
+];
+
+const PANIC_OPS: &[(&str, Op)] = &[
+    ("cntr_open", Op::CntrOpen),
+    ("control", Op::Control),
+    ("domain", Op::Domain),
+    ("bind", Op::Bind),
+];
+
+#[derive(Default)]
+struct Hooks {
+    fail: Vec<Op>,
+    panic: Vec<Op>,
+}
+
+fn parse(var: &str, known: &[(&str, Op)]) -> Vec<Op> {
+    let Ok(text) = std::env::var(var) else {
+        return Vec::new();
+    };
+    let mut ops = Vec::new();
+    for name in text.split('+').map(str::trim).filter(|s| !s.is_empty()) {
+        match known.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            Some((_, op)) => ops.push(*op),
+            None => {
+                let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
+                fi_warn!(
+                    Core,
+                    "{var}: unknown op {name:?} ignored (known: {})",
+                    names.join(", ")
+                );
+            }
+        }
+    }
+    ops
+}
+
+fn hooks() -> &'static Hooks {
+    static HOOKS: OnceLock<Hooks> = OnceLock::new();
+    HOOKS.get_or_init(|| Hooks {
+        fail: parse("FI_RSCNTR_TEST_FAIL", FAIL_OPS),
+        panic: parse("FI_RSCNTR_TEST_PANIC", PANIC_OPS),
+    })
+}
+
+/// `Some(-FI_EIO)` when `FI_RSCNTR_TEST_FAIL` names `op`: the caller returns it instead of
+/// calling the core.
+pub fn fail(op: Op) -> Option<c_int> {
+    if !hooks().fail.contains(&op) {
+        return None;
+    }
+    fi_warn!(Core, "FI_RSCNTR_TEST_FAIL: failing the core's {op:?} call");
+    Some(-(ofi::FI_EIO as c_int))
+}
+
+/// Panics when `FI_RSCNTR_TEST_PANIC` names `op`.
+pub fn panic(op: Op) {
+    if hooks().panic.contains(&op) {
+        panic!("FI_RSCNTR_TEST_PANIC: forced panic in {op:?}");
+    }
+}

@@ -1,0 +1,258 @@
+//! The engine's wake protocol, model-checked with loom: the real `Counter` code
+//! (`src/engine/counter.rs`) with its atomics, mutex, spins, eventfd and event_listener's
+//! parking swapped for loom's (`src/engine/sync.rs`, `src/engine/eventfd.rs`). loom runs each
+//! model under every interleaving (and every weak-memory outcome it models) of its threads.
+//! A waiter that sleeps with nobody left to wake it makes loom fail the model ("deadlock"), so
+//! each `wait(…, Timeout::Never)` that returns at all proves the wakeup was not lost.
+//!
+//! Run (about a minute; a separate target dir keeps the normal build's cache):
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg loom" cargo test --release --test loom_wait --target-dir target/loom
+//! ```
+//!
+//! Waiters use a spin limit of 0 (one spin, then the sleep path) so the models stay small;
+//! the spin phase only adds re-checks before the same registration. Timed waits are not
+//! modelled (loom has no clock; event_listener refuses deadlines under loom): a timeout only
+//! bounds the same sleep that `Timeout::Never` takes.
+#![cfg(loom)]
+
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use loom::thread;
+use rscntr::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy};
+
+fn counter(s: WaitStrategy) -> Arc<Counter> {
+    Arc::new(Counter::with_spin_limit(s, 0).expect("counter"))
+}
+
+/// No lost wakeup: a waiter on an unmet threshold and an add that meets it, in any order.
+#[test]
+fn add_wakes_a_blocked_waiter() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        let c2 = c.clone();
+        let adder = thread::spawn(move || c2.add(1).unwrap());
+        assert_eq!(c.wait(1, Timeout::Never), Ok(()));
+        adder.join().unwrap();
+        assert!(!c.has_waiters(), "the waiter stayed registered");
+    });
+}
+
+/// The same over an FD counter (the same sleep, plus the eventfd bit in `wake`).
+#[test]
+fn add_wakes_a_blocked_waiter_on_an_fd_counter() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Fd);
+        let c2 = c.clone();
+        let adder = thread::spawn(move || c2.add(1).unwrap());
+        assert_eq!(c.wait(1, Timeout::Never), Ok(()));
+        adder.join().unwrap();
+    });
+}
+
+/// set is a mutation like add: it wakes a waiter whose threshold it meets.
+#[test]
+fn set_wakes_a_blocked_waiter() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        let c2 = c.clone();
+        let setter = thread::spawn(move || c2.set(5).unwrap());
+        assert_eq!(c.wait(5, Timeout::Never), Ok(()));
+        setter.join().unwrap();
+    });
+}
+
+/// No missed -FI_EAVAIL: once the wait has taken its reference error count, an adderr ends
+/// it, whichever point of check, registration and sleep it lands on. Nothing else would wake
+/// the waiter (the threshold is never met), so a miss is a loom deadlock.
+#[test]
+fn adderr_after_the_wait_began_gives_error_changed() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        let started = Arc::new(AtomicBool::new(false));
+        let (c2, started2) = (c.clone(), started.clone());
+        let mutator = thread::spawn(move || {
+            while !started2.load(SeqCst) {
+                thread::yield_now();
+            }
+            c2.add_err(1).unwrap();
+        });
+        let r = c.wait_observed(1, Timeout::Never, || started.store(true, SeqCst));
+        assert_eq!(r, Err(WaitError::ErrorChanged));
+        mutator.join().unwrap();
+        assert!(!c.has_waiters());
+    });
+}
+
+/// seterr counts as an error-count change too (even to a value the waiter never saw).
+#[test]
+fn seterr_after_the_wait_began_gives_error_changed() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        let started = Arc::new(AtomicBool::new(false));
+        let (c2, started2) = (c.clone(), started.clone());
+        let mutator = thread::spawn(move || {
+            while !started2.load(SeqCst) {
+                thread::yield_now();
+            }
+            c2.set_err(7).unwrap();
+        });
+        let r = c.wait_observed(1, Timeout::Never, || started.store(true, SeqCst));
+        assert_eq!(r, Err(WaitError::ErrorChanged));
+        mutator.join().unwrap();
+    });
+}
+
+/// Unordered error and value changes: the wait always ends, with Ok (the threshold is checked
+/// first) or ErrorChanged, never a hang.
+#[test]
+fn racing_error_and_value_never_hang() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        let c2 = c.clone();
+        let mutator = thread::spawn(move || {
+            c2.add_err(1).unwrap();
+            c2.add(1).unwrap();
+        });
+        let r = c.wait(1, Timeout::Never);
+        assert!(matches!(r, Ok(()) | Err(WaitError::ErrorChanged)), "{r:?}");
+        mutator.join().unwrap();
+    });
+}
+
+/// Two waiters, one add: notify wakes every registered waiter, not one.
+#[test]
+fn one_add_wakes_every_waiter() {
+    let mut b = loom::model::Builder::new();
+    // Three threads through event_listener's internals: unbounded, loom runs for more than
+    // ten minutes here; 4 preemptions (loom suggests 2-3 find most bugs) takes ~20 s.
+    b.preemption_bound = Some(4);
+    b.check(|| {
+        let c = counter(WaitStrategy::Block);
+        let (c2, c3) = (c.clone(), c.clone());
+        let w2 = thread::spawn(move || c2.wait(1, Timeout::Never));
+        let w3 = thread::spawn(move || c3.wait(1, Timeout::Never));
+        c.add(1).unwrap();
+        assert_eq!(w2.join().unwrap(), Ok(()));
+        assert_eq!(w3.join().unwrap(), Ok(()));
+        assert!(!c.has_waiters());
+    });
+}
+
+/// FI_WAIT_YIELD never sleeps: the spin/yield loop sees the add (loom's yield lets the adder
+/// run, so a waiter that could never see the value would fail the model).
+#[test]
+fn yield_waiter_sees_the_add() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Yield);
+        let c2 = c.clone();
+        let adder = thread::spawn(move || c2.add(1).unwrap());
+        assert_eq!(c.wait(1, Timeout::Never), Ok(()));
+        adder.join().unwrap();
+        assert!(!c.has_waiters(), "a yielding waiter registered itself");
+    });
+}
+
+/// -FI_EAVAIL reaches a FI_WAIT_YIELD waiter too (it re-checks instead of sleeping).
+#[test]
+fn adderr_ends_a_yield_wait() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Yield);
+        let started = Arc::new(AtomicBool::new(false));
+        let (c2, started2) = (c.clone(), started.clone());
+        let mutator = thread::spawn(move || {
+            while !started2.load(SeqCst) {
+                thread::yield_now();
+            }
+            c2.add_err(1).unwrap();
+        });
+        let r = c.wait_observed(1, Timeout::Never, || started.store(true, SeqCst));
+        assert_eq!(r, Err(WaitError::ErrorChanged));
+        mutator.join().unwrap();
+    });
+}
+
+/// A poll (timeout 0) never blocks and never registers, whatever the add does meanwhile.
+#[test]
+fn poll_never_blocks() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        let c2 = c.clone();
+        let adder = thread::spawn(move || c2.add(1).unwrap());
+        let r = c.wait(1, Timeout::Poll);
+        assert!(matches!(r, Ok(()) | Err(WaitError::TimedOut)), "{r:?}");
+        adder.join().unwrap();
+        assert!(!c.has_waiters());
+    });
+}
+
+/// The fd contract (README, "The fd of an FI_WAIT_FD counter"): the application's loop
+/// `while unmet(read()) { if trywait() == 0 { poll(fd) } }`. Whenever it decides to block
+/// (trywait said 0 with the condition unmet), the mutation that will meet it must make the fd
+/// readable, or poll() would sleep forever. Checked after both threads end.
+fn fd_loop_never_misses(mutate: fn(&Counter), unmet: fn(&Counter) -> bool) {
+    loom::model(move || {
+        let c = counter(WaitStrategy::Fd);
+        let c2 = c.clone();
+        let mutator = thread::spawn(move || mutate(&c2));
+        let mut blocked = false;
+        // At most two rounds: the first trywait compares with the open-time snapshot; after a
+        // -FI_EAGAIN the next one compares with what that call saw.
+        for _ in 0..3 {
+            let still_unmet = unmet(&c);
+            match c.trywait() {
+                Ok(()) => {
+                    blocked = still_unmet;
+                    break;
+                }
+                Err(TryWaitError::Pending) => continue,
+                Err(TryWaitError::NoFd) => unreachable!(),
+            }
+        }
+        mutator.join().unwrap();
+        if blocked {
+            assert!(c.fd_readable(), "poll() would sleep through the change");
+        }
+    });
+}
+
+#[test]
+fn fd_is_signalled_after_trywait_by_add() {
+    fd_loop_never_misses(|c| c.add(1).unwrap(), |c| c.read() < 1);
+}
+
+#[test]
+fn fd_is_signalled_after_trywait_by_adderr() {
+    fd_loop_never_misses(|c| c.add_err(1).unwrap(), |c| c.read_err() < 1);
+}
+
+/// A set back to the value trywait saw is still a change: trywait's snapshot counts sets, so
+/// either trywait reports it (-FI_EAGAIN) or the set comes after the arming and signals.
+#[test]
+fn fd_is_signalled_after_trywait_by_a_set_to_the_same_value() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Fd);
+        let c2 = c.clone();
+        let setter = thread::spawn(move || c2.set(0).unwrap());
+        let first = c.trywait();
+        setter.join().unwrap();
+        match first {
+            Ok(()) => assert!(c.fd_readable(), "a set after arming went unnoticed"),
+            Err(e) => assert_eq!(e, TryWaitError::Pending),
+        }
+    });
+}
+
+/// Two arm/signal rounds: the first change is consumed by the application (trywait says
+/// -FI_EAGAIN or the fd fired), the re-armed fd must fire for the second.
+#[test]
+fn fd_rearms_for_the_next_change() {
+    fd_loop_never_misses(
+        |c| {
+            c.add(1).unwrap();
+            c.add(1).unwrap();
+        },
+        |c| c.read() < 2,
+    );
+}
