@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: sets up first (scripts/setup.sh), then the cargo checks and tests, the C
 # programs in prov_test/ and examples/ against libfabric 2.1 and 2.5.1, the man page's freshness,
-# fi_info -e and log-line checks, scripts/install.sh into a temporary prefix, and libfabric's own
+# fi_info -e and log-line checks, scripts/install.sh into a temporary prefix, the hardening steps
+# (loom, valgrind, ASan, Miri, a link cut between network namespaces) and libfabric's own
 # fabtests. Every external process runs under `timeout`. Ends with "test.sh: N passed, M failed".
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -254,6 +255,17 @@ step "fake hardware: BYTES refused (EFA-like)" fake_efa_like
 step "fake hardware: max_counters, max_value" fake_limits
 step "fake hardware: failing device calls" fake_failures
 step "hardware parameters" fake_parameters
+
+# ---- hardening (issue 6): bad_input.c, faults.c and stress.c run in every prov_test step above
+# and in "cntr_api over each core" below; these add what needs a tool, a device or root.
+step "loom model of the wait protocol (tests/loom_wait.rs)" env RUSTFLAGS="--cfg loom" \
+    timeout 1800 cargo test --release --test loom_wait --target-dir target/loom
+step "stress on hardware counters (fake device)" prog "$LF21" stress FI_RSCNTR_CORE=none \
+    FI_RSCNTR_FAKE_VERBS=bytes=ok FI_RSCNTR_HW=on
+step "valgrind memcheck: prov_test programs and fi_cntr_test" timeout 1800 prov_test/sanitize.sh valgrind "$LF21"
+step "ASan build of the C tests" timeout 1200 prov_test/sanitize.sh asan "$LF21"
+step "Miri on the counter engine (tests/miri_engine.rs)" timeout 2400 prov_test/sanitize.sh miri
+step "link cut between two network namespaces (tcp;ofi_rxm, tcp)" timeout 900 prov_test/net/link_cut.sh "$LF21"
 
 step "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
     runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude" FI_RSCNTR_CORE=none

@@ -93,7 +93,7 @@ unsafe extern "C" fn hw_state(domain: *mut fid_domain, state: *mut fi_rscntr_hw_
             return e;
         }
         use fi_rscntr_hw_state::*;
-        let value = match hw::state() {
+        let value = match &*hw::state() {
             HwState::Off => FI_RSCNTR_HW_OFF,
             HwState::NoLibrary(_) => FI_RSCNTR_HW_NO_LIBRARY,
             HwState::NoCounterApi(_) => FI_RSCNTR_HW_NO_COUNTER_API,

@@ -4,11 +4,12 @@
 
 use crate::ffi::err;
 use crate::params::{self, HwPolicy};
+use crate::statics::Released;
 use crate::verbs::fake::{self, FakeConfig};
 use crate::verbs::{self, CounterKind, Device, HwCounter, LoadError};
 use crate::{fi_info, fi_warn, info, ofi};
 use std::ffi::c_int;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// What detection found.
 #[derive(Debug)]
@@ -35,10 +36,15 @@ impl HwState {
     }
 }
 
-static STATE: OnceLock<HwState> = OnceLock::new();
+static STATE: Released<HwState> = Released::new();
+
+/// Gives back the detection result (provider cleanup, before libfabric unloads rscntr).
+pub fn release() {
+    STATE.release();
+}
 
 /// The detection result, detecting on first call.
-pub fn state() -> &'static HwState {
+pub fn state() -> Arc<HwState> {
     STATE.get_or_init(|| {
         let state = detect();
         let policy = params::hw().policy;
@@ -113,7 +119,7 @@ fn detect() -> HwState {
 /// detection waits for the first domain.
 pub fn advertised_limits() -> (usize, u64) {
     if params::hw().policy == HwPolicy::On
-        && let HwState::Available(d) = state()
+        && let HwState::Available(d) = &*state()
     {
         let c = d.caps();
         return (info::MAX_CNTRS.min(c.max_counters as usize), c.max_value);
@@ -160,7 +166,8 @@ pub fn choose(events: ofi::fi_cntr_events) -> Result<Choice, c_int> {
     } else {
         CounterKind::Wrs
     };
-    let dev = match state() {
+    let state = state();
+    let dev = match &*state {
         HwState::Available(d) => d,
         other => {
             let why = other.why_not().unwrap_or_default();

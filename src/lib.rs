@@ -23,6 +23,7 @@ mod layer;
 mod params;
 mod peer_sys;
 mod prov;
+mod statics;
 mod testhook;
 
 pub use prov::fi_prov_ini;

@@ -1,8 +1,9 @@
 //! `FI_RSCNTR_*` run-time parameters, declared to libfabric so `fi_info -e` lists them.
 
+use crate::statics::Released;
 use crate::{ofi, prov};
 use std::ffi::{CStr, c_int};
-use std::sync::OnceLock;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -49,7 +50,7 @@ pub struct HwParams {
     pub fake: Option<String>,
 }
 
-static HW_PARAMS: OnceLock<HwParams> = OnceLock::new();
+static HW_PARAMS: Released<HwParams> = Released::new();
 
 fn define_one(name: &CStr, help: &CStr) {
     // SAFETY: the provider record is registered-to-be; name and help are NUL-terminated and the
@@ -127,7 +128,7 @@ pub fn define() {
         .map_or(crate::engine::DEFAULT_POLL_MAX, |v| {
             Duration::from_micros(v as u64)
         });
-    let _ = HW_PARAMS.set(HwParams {
+    HW_PARAMS.set_if_unset(HwParams {
         policy,
         device: read_str(DEVICE).filter(|s| !s.trim().is_empty()),
         verbs_lib: read_str(VERBS_LIB)
@@ -143,7 +144,7 @@ pub fn spin_limit() -> u32 {
 }
 
 /// The hardware parameters (the defaults before fi_prov_ini, i.e. in cargo's own tests).
-pub fn hw() -> &'static HwParams {
+pub fn hw() -> Arc<HwParams> {
     HW_PARAMS.get_or_init(|| HwParams {
         policy: HwPolicy::Auto,
         device: None,
@@ -196,6 +197,11 @@ fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int
             None
         }
     }
+}
+
+/// Gives back what [`define`] allocated (provider cleanup, before libfabric unloads rscntr).
+pub fn release() {
+    HW_PARAMS.release();
 }
 
 /// The FI_RSCNTR_CORE setting, read at each use (fi_getinfo) so tests can change it.

@@ -83,9 +83,12 @@ pub extern "C" fn fi_prov_ini() -> *mut ofi::fi_provider {
 }
 
 /// Called by libfabric before it unloads the DSO: the fd watcher thread must not outlive the
-/// code it runs.
+/// code it runs, and the process-wide state is given back (see `statics.rs`).
 unsafe extern "C" fn cleanup() {
     crate::ffi_boundary! {
         crate::engine::watcher::shutdown();
+        crate::layer::release();
+        crate::hw::release();
+        crate::params::release();
     }
 }

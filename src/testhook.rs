@@ -63,20 +63,25 @@ const PANIC_OPS: &[(&str, Op)] = &[
     ("bind", Op::Bind),
 ];
 
+/// Sets of ops as bits (`1 << op as u32`): no heap, so nothing to give back before unload.
 #[derive(Default)]
 struct Hooks {
-    fail: Vec<Op>,
-    panic: Vec<Op>,
+    fail: u32,
+    panic: u32,
 }
 
-fn parse(var: &str, known: &[(&str, Op)]) -> Vec<Op> {
+fn bit(op: Op) -> u32 {
+    1 << op as u32
+}
+
+fn parse(var: &str, known: &[(&str, Op)]) -> u32 {
     let Ok(text) = std::env::var(var) else {
-        return Vec::new();
+        return 0;
     };
-    let mut ops = Vec::new();
+    let mut ops = 0;
     for name in text.split('+').map(str::trim).filter(|s| !s.is_empty()) {
         match known.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
-            Some((_, op)) => ops.push(*op),
+            Some((_, op)) => ops |= bit(*op),
             None => {
                 let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
                 fi_warn!(
@@ -101,7 +106,7 @@ fn hooks() -> &'static Hooks {
 /// `Some(-FI_EIO)` when `FI_RSCNTR_TEST_FAIL` names `op`: the caller returns it instead of
 /// calling the core.
 pub fn fail(op: Op) -> Option<c_int> {
-    if !hooks().fail.contains(&op) {
+    if hooks().fail & bit(op) == 0 {
         return None;
     }
     fi_warn!(Core, "FI_RSCNTR_TEST_FAIL: failing the core's {op:?} call");
@@ -110,7 +115,7 @@ pub fn fail(op: Op) -> Option<c_int> {
 
 /// Panics when `FI_RSCNTR_TEST_PANIC` names `op`.
 pub fn panic(op: Op) {
-    if hooks().panic.contains(&op) {
+    if hooks().panic & bit(op) != 0 {
         panic!("FI_RSCNTR_TEST_PANIC: forced panic in {op:?}");
     }
 }

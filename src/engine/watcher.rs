@@ -113,7 +113,8 @@ pub fn shutdown() {
     let handle = {
         let mut st = STATE.lock();
         st.shutdown = true;
-        st.entries.clear();
+        // freed, not just emptied: the DSO may be unloaded next
+        st.entries = Vec::new();
         WAKE.notify_all();
         st.thread.take()
     };
@@ -132,8 +133,12 @@ pub fn stats() -> (usize, bool, u64) {
 fn run() {
     // Sleeps of a few microseconds are the point of this thread: ask for 1 µs timer slack
     // instead of the default 50 µs (this thread only).
+    // (Not under Miri, which has no prctl and no timer slack: tests/miri_engine.rs.)
     // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only the calling thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+    #[cfg(not(miri))]
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong)
+    };
     let mut st = STATE.lock();
     let mut next = WATCH_FIRST;
     loop {

@@ -111,6 +111,11 @@ fn remember_fabric(name: &str, core: &str) {
         .insert(name.to_owned(), core.to_owned());
 }
 
+/// Forgets the fabric names (provider cleanup, before libfabric unloads rscntr).
+pub fn release() {
+    *FABRIC_CORES.lock() = None;
+}
+
 pub fn core_of_fabric(name: &str) -> Option<String> {
     FABRIC_CORES
         .lock()
