@@ -27,7 +27,7 @@ for rep in $(seq 1 "$REPS"); do
     for p in "${PROVS[@]}"; do
         f=$OUT/cntr-$(tr ';' _ <<<"$p")-$rep.txt
         echo "[bench] rep $rep: counters, $p"
-        timeout 240 target/cntr_bench -p "$p" -n 1000000 -w 1000 -t 8 > "$f" 2>&1 || echo "exit $?" >> "$f"
+        timeout 120 target/cntr_bench -p "$p" -n 1000000 -w 1000 -t 8 > "$f" 2>&1 || echo "exit $?" >> "$f"
     done
     for core in "${CORES[@]}"; do
         for bin in fi_rdm_cntr_pingpong fi_rdm_pingpong; do
