@@ -120,6 +120,17 @@ ompi_over_rscntr() {
     [ $rc -eq 0 ] && grep -q '^PASS: errors=0' <<<"$out" && grep -q 'rscntr:fabric:fabric_open' <<<"$out"
 }
 
+# The benchmark program keeps working: a tiny run over rscntr must report every measurement.
+bench_smoke() {
+    local out
+    gcc -O2 -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/cntr_bench.c -L"$LF_PREFIX/lib" \
+        -lfabric -lpthread -o target/cntr_bench || return 1
+    out=$(LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR timeout 120 target/cntr_bench -p rscntr -n 1000 -w 20 -t 2 2>&1)
+    echo "$out"
+    [ "$(grep -c '^op_ns ' <<<"$out")" -eq 5 ] && [ "$(grep -c '^wake_us .* errors=0$' <<<"$out")" -eq 3 ] &&
+        [ "$(grep -c '^add_mops .* exact=1$' <<<"$out")" -eq 2 ]
+}
+
 # FI_RSCNTR_CORE naming a provider that does not exist: -FI_ENODATA and a log line saying so.
 missing_core() {
     local out rc
@@ -263,6 +274,7 @@ step "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
 step "cntr_api over each core (none, shm, tcp, tcp;ofi_rxm, udp)" cntr_api_over_cores
 step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm; -c sread, yield, fd" pingpong_matrix
 step "FI_RSCNTR_CORE naming a missing provider" missing_core
+step "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
 step "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
 step "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
 step "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm

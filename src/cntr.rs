@@ -48,6 +48,18 @@ pub struct CoreDomain {
     pub domain: *mut ofi::fid_domain,
     /// The core's own cntr_open: the domain's ops table now leads to rscntr's.
     pub cntr_open: CntrOpenFn,
+    /// The domain is FI_THREAD_SAFE, so rscntr's watcher thread may drive the core's progress
+    /// while the application sleeps in poll(). Under weaker threading models the application
+    /// promised the core serialized calls, and only its own calls (fi_cntr_read/wait, CQ
+    /// reads) drive progress; an armed fd then fires on the changes those calls bring in.
+    pub watcher_may_progress: bool,
+}
+
+impl CntrHome {
+    /// True when the watcher thread may drive this domain's core.
+    pub fn watcher_may_progress(&self) -> bool {
+        self.core.as_ref().is_some_and(|c| c.watcher_may_progress)
+    }
 }
 
 impl CntrHome {
@@ -526,7 +538,7 @@ impl<B: Backing> AnyCntr for Cntr<B> {
             Ok(()) => {
                 // Nobody else drives a layered counter's core while the application sleeps in
                 // poll(): the home's watcher does, until the fd fires.
-                if self.polled() {
+                if self.polled() && self.home().watcher_may_progress() {
                     self.home().watcher().watch(self as &dyn Watched);
                 }
                 0

@@ -166,7 +166,9 @@ pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
     }
     // SAFETY: the home outlives its CQs.
     let home = unsafe { &*l.home };
-    home.watcher().watch(l as &dyn Watched);
+    if home.watcher_may_progress() {
+        home.watcher().watch(l as &dyn Watched);
+    }
     0
 }
 

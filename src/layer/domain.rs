@@ -87,7 +87,7 @@ unsafe extern "C" fn no_core_cntr_open(
 ///
 /// # Safety
 /// `dom` is an open core domain.
-pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric) {
+pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_safe: bool) {
     // Hardware detection runs once per process, at the first domain open, as for rscntr's own
     // domains.
     crate::hw::state();
@@ -108,6 +108,7 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric) {
             home: CntrHome::layered(CoreDomain {
                 domain: dom,
                 cntr_open: (*d.ops).cntr_open.unwrap_or(no_core_cntr_open),
+                watcher_may_progress: thread_safe,
             }),
         });
         l.fi_ops.close = Some(domain_close);

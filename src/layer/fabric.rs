@@ -169,10 +169,13 @@ unsafe extern "C" fn domain_open2(
         let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
             return err::ENOMEM;
         };
-        // rscntr's watcher thread may drive the core's progress while the application's threads
-        // use the domain, so the core must be thread safe whatever the application promised.
+        // The core gets the application's threading model: forcing FI_THREAD_SAFE would let
+        // rscntr's watcher drive the core's progress at any time, but costs the data path the
+        // core's locks (2x on tcp's small messages, measured). So the watcher drives a core only
+        // when the domain is FI_THREAD_SAFE anyway (see CoreDomain::watcher_may_progress).
         // SAFETY: a fresh dup with a domain attr.
-        unsafe { (*(*core_info).domain_attr).threading = ofi::fi_threading_FI_THREAD_SAFE };
+        let thread_safe =
+            unsafe { (*(*core_info).domain_attr).threading } == ofi::fi_threading_FI_THREAD_SAFE;
         let mut out: *mut ofi::fid_domain = std::ptr::null_mut();
         // SAFETY: the core's own ops on its own fabric, with an info it accepts.
         let ret = testhook::fail(Op::Domain).unwrap_or_else(|| unsafe {
@@ -183,7 +186,7 @@ unsafe extern "C" fn domain_open2(
         });
         if ret == 0 {
             // SAFETY: a just-opened core domain; core_info describes it.
-            unsafe { domain::patch(out, layered) };
+            unsafe { domain::patch(out, layered, thread_safe) };
         }
         // SAFETY: allocated by to_core.
         unsafe { ofi::fi_freeinfo(core_info) };
