@@ -169,13 +169,25 @@ unsafe extern "C" fn domain_open2(
         let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
             return err::ENOMEM;
         };
-        // The core gets the application's threading model: forcing FI_THREAD_SAFE would let
-        // rscntr's watcher drive the core's progress at any time, but costs the data path the
-        // core's locks (2x on tcp's small messages, measured). So the watcher drives a core only
-        // when the domain is FI_THREAD_SAFE anyway (see CoreDomain::watcher_may_progress).
+        // The core keeps the application's threading model when rscntr adds no concurrency of
+        // its own: FI_THREAD_DOMAIN serializes every call on the domain, including the
+        // fi_cntr_read/wait that drive the core's progress. Under FI_THREAD_COMPLETION and
+        // FI_THREAD_ENDPOINT the application may read a CQ in one thread while a counter read
+        // drives the same domain's progress in another, which cores such as tcp only survive
+        // when thread safe, so those become FI_THREAD_SAFE (fabtests' multi_ep --threading
+        // completion fails otherwise). Forcing FI_THREAD_SAFE everywhere would cost the data
+        // path the core's locks (2x on tcp's small messages, measured). The watcher drives a
+        // core only when the domain is FI_THREAD_SAFE (see CoreDomain::watcher_may_progress).
         // SAFETY: a fresh dup with a domain attr.
-        let thread_safe =
-            unsafe { (*(*core_info).domain_attr).threading } == ofi::fi_threading_FI_THREAD_SAFE;
+        let thread_safe = unsafe {
+            let threading = &mut (*(*core_info).domain_attr).threading;
+            if *threading == ofi::fi_threading_FI_THREAD_COMPLETION
+                || *threading == ofi::fi_threading_FI_THREAD_ENDPOINT
+            {
+                *threading = ofi::fi_threading_FI_THREAD_SAFE;
+            }
+            *threading == ofi::fi_threading_FI_THREAD_SAFE
+        };
         let mut out: *mut ofi::fid_domain = std::ptr::null_mut();
         // SAFETY: the core's own ops on its own fabric, with an info it accepts.
         let ret = testhook::fail(Op::Domain).unwrap_or_else(|| unsafe {
