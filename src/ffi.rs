@@ -112,25 +112,33 @@ pub unsafe trait FidObject: Sized {
 ///
 /// # Safety
 /// `fid` must be NULL or point to a readable `struct fid`.
+#[inline]
 pub unsafe fn object<'a, T: FidObject>(fid: *mut ofi::fid) -> Result<&'a T, c_int> {
     // SAFETY: caller's contract.
     match unsafe { try_object::<T>(fid) } {
         Some(obj) => Ok(obj),
-        None if fid.is_null() => {
-            crate::fi_warn!(Core, "NULL {} passed", T::NAME);
-            Err(err::EINVAL)
-        }
-        None => {
-            crate::fi_warn!(Core, "fid {fid:p} is not an rscntr {}", T::NAME);
-            Err(err::EINVAL)
-        }
+        None => Err(reject::<T>(fid)),
     }
+}
+
+/// The refusal of [`object`], out of line: the check itself is on every counter op's path
+/// (callgrind: 29 instructions per fi_cntr_read while it was not inlined), the log is not.
+#[cold]
+#[inline(never)]
+fn reject<T: FidObject>(fid: *mut ofi::fid) -> c_int {
+    if fid.is_null() {
+        crate::fi_warn!(Core, "NULL {} passed", T::NAME);
+    } else {
+        crate::fi_warn!(Core, "fid {fid:p} is not an rscntr {}", T::NAME);
+    }
+    err::EINVAL
 }
 
 /// [`object`] without the log line, for fids that may legitimately belong to someone else.
 ///
 /// # Safety
 /// `fid` must be NULL or point to a readable `struct fid`.
+#[inline(always)]
 pub unsafe fn try_object<'a, T: FidObject>(fid: *mut ofi::fid) -> Option<&'a T> {
     // SAFETY: NULL or, by the caller's contract, a readable `struct fid`.
     let header = unsafe { fid.as_ref() }?;
