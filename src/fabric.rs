@@ -138,18 +138,14 @@ unsafe extern "C" fn trywait(
         if let Err(e) = unsafe { ffi::object::<Fabric>(fabric.cast()) } {
             return e;
         }
-        if count < 0 || (fids.is_null() && count > 0) {
-            fi_warn!(Fabric, "invalid fid array ({count} entries at {fids:p})");
-            return err::EINVAL;
-        }
-        for i in 0..count as usize {
-            // SAFETY: the caller passes `count` readable fid pointers.
-            let fid = unsafe { *fids.add(i) };
-            // SAFETY: NULL or a readable fid (checked by the class dispatch below).
-            let class = match unsafe { fid.as_ref() } {
-                Some(f) => f.fclass as u32,
-                None => return err::EINVAL,
-            };
+        // SAFETY: the caller passes `count` fid pointers.
+        let fids = match unsafe { ffi::fid_array(fids, count) } {
+            Ok(f) => f,
+            Err(e) => return e,
+        };
+        for &fid in fids {
+            // SAFETY: a non-NULL, readable fid (fid_array rejects NULL entries).
+            let class = unsafe { (*fid).fclass } as u32;
             // SAFETY: `fid` is one of ours or rejected by ffi::object.
             let ret = unsafe {
                 match class {

@@ -164,6 +164,31 @@ pub unsafe fn release<T: FidObject>(obj: &T) -> Box<T> {
     unsafe { Box::from_raw(obj as *const T as *mut T) }
 }
 
+/// The fid array of `fi_trywait`, checked: a non-negative count, a non-NULL array when the
+/// count is positive, and no NULL entry (a core's trywait would crash on one).
+///
+/// # Safety
+/// `fids` is NULL or points to `count` fid pointers.
+pub unsafe fn fid_array<'a>(
+    fids: *mut *mut ofi::fid,
+    count: c_int,
+) -> Result<&'a [*mut ofi::fid], c_int> {
+    if count < 0 || (fids.is_null() && count > 0) {
+        crate::fi_warn!(Fabric, "invalid fid array ({count} entries at {fids:p})");
+        return Err(err::EINVAL);
+    }
+    if count == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: non-NULL and `count` entries long (caller's contract).
+    let array = unsafe { std::slice::from_raw_parts(fids, count as usize) };
+    if array.iter().any(|f| f.is_null()) {
+        crate::fi_warn!(Fabric, "NULL fid in fi_trywait's array");
+        return Err(err::EINVAL);
+    }
+    Ok(array)
+}
+
 /// Stores `value` through an out pointer, or fails with -FI_EINVAL on NULL.
 ///
 /// # Safety

@@ -246,20 +246,14 @@ unsafe extern "C" fn trywait(
     crate::ffi_boundary! {
         // SAFETY: only patched core fabrics reach this op.
         let layered = unsafe { LayeredFabric::of(fabric) };
-        if count < 0 || (fids.is_null() && count > 0) {
-            fi_warn!(Fabric, "invalid fid array ({count} entries at {fids:p})");
-            return err::EINVAL;
-        }
+        // SAFETY: the caller passes `count` fid pointers.
+        let fids = match unsafe { ffi::fid_array(fids, count) } {
+            Ok(f) => f,
+            Err(e) => return e,
+        };
         let mut core_fids = Vec::new();
-        for i in 0..count as usize {
-            // SAFETY: the caller passes `count` fids.
-            let fid = unsafe { *fids.add(i) };
-            if fid.is_null() {
-                // Handing a NULL fid to the core's trywait would crash it.
-                fi_warn!(Fabric, "NULL fid in fi_trywait's array");
-                return err::EINVAL;
-            }
-            // SAFETY: a readable fid.
+        for &fid in fids {
+            // SAFETY: a readable fid (fid_array rejects NULL entries).
             if unsafe { cntr::as_cntr(fid) }.is_some() {
                 // SAFETY: an rscntr counter.
                 let ret = unsafe { cntr::trywait(fid) };
