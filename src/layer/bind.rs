@@ -18,6 +18,11 @@ struct Binder {
     ep_ops: Option<Box<ofi::fi_ops_ep>>,
     orig_ep_ops: *const ofi::fi_ops_ep,
     home: *const CntrHome,
+    /// The core provider's name, for log lines.
+    core: Box<str>,
+    /// Endpoints of cores that need FI_ENABLE again once a shared context is bound to an
+    /// enabled endpoint (see [`reenables_after_shared_ctx`]).
+    reenable_after_shared_ctx: bool,
     /// The counters bound here, and (endpoints) whether the endpoint is enabled yet; one lock
     /// so that a bind and an enable racing each other count the binding exactly once.
     bound: Mutex<Bound>,
@@ -29,13 +34,25 @@ struct Bound {
     enabled: bool,
 }
 
+/// Does `core` need the application's FI_ENABLE repeated after a shared transmit or receive
+/// context is bound to an already enabled endpoint? The sockets core does: its bind only records
+/// the shared context (`sock_ep_bind`, FI_CLASS_STX_CTX/SRX_CTX), and only `sock_ep_enable`
+/// enables it and hands it to the progress engine, so operations on the endpoint fail with
+/// -FI_EOPBADSTATE until the endpoint is enabled again. Applications that know this key it on
+/// the provider name (Sandia OpenSHMEM enables again only when `prov_name` starts with
+/// "sockets"); over rscntr the name is "rscntr", so rscntr repeats the enable itself, for this
+/// core only (others, such as tcp, fail a second FI_ENABLE).
+pub fn reenables_after_shared_ctx(core: &str) -> bool {
+    core.eq_ignore_ascii_case("sockets")
+}
+
 /// Gives a core MR rscntr's bind and close.
 ///
 /// # Safety
 /// `fid` is an open core MR of the domain whose counters live in `home`.
-pub unsafe fn patch(fid: *mut ofi::fid, home: &CntrHome) {
+pub unsafe fn patch(fid: *mut ofi::fid, home: &CntrHome, core: &str) {
     // SAFETY: caller's contract.
-    unsafe { patch_fid(fid, home, None) };
+    unsafe { patch_fid(fid, home, core, None) };
 }
 
 /// Gives a core endpoint (or transmit/receive context) rscntr's bind and close, and its
@@ -43,7 +60,7 @@ pub unsafe fn patch(fid: *mut ofi::fid, home: &CntrHome) {
 ///
 /// # Safety
 /// `ep` is an open core endpoint of the domain whose counters live in `home`.
-pub unsafe fn patch_ep(ep: *mut ofi::fid_ep, home: &CntrHome) {
+pub unsafe fn patch_ep(ep: *mut ofi::fid_ep, home: &CntrHome, core: &str) {
     // SAFETY: a valid endpoint with valid ops tables.
     unsafe {
         let orig = (*ep).ops;
@@ -51,7 +68,7 @@ pub unsafe fn patch_ep(ep: *mut ofi::fid_ep, home: &CntrHome) {
         ops.size = ops.size.min(std::mem::size_of::<ofi::fi_ops_ep>());
         ops.tx_ctx = Some(tx_ctx);
         ops.rx_ctx = Some(rx_ctx);
-        let b = patch_fid(ep.cast(), home, Some((ops, orig)));
+        let b = patch_fid(ep.cast(), home, core, Some((ops, orig)));
         (*ep).ops = &mut **(*b).ep_ops.as_mut().unwrap();
     }
 }
@@ -61,6 +78,7 @@ pub unsafe fn patch_ep(ep: *mut ofi::fid_ep, home: &CntrHome) {
 unsafe fn patch_fid(
     fid: *mut ofi::fid,
     home: &CntrHome,
+    core: &str,
     ep_ops: Option<(Box<ofi::fi_ops_ep>, *const ofi::fi_ops_ep)>,
 ) -> *mut Binder {
     // SAFETY: a valid fid with a valid ops table.
@@ -76,6 +94,8 @@ unsafe fn patch_fid(
             ep_ops,
             orig_ep_ops,
             home,
+            core: core.into(),
+            reenable_after_shared_ctx: is_ep && reenables_after_shared_ctx(core),
             bound: Mutex::new(Bound {
                 cntrs: Vec::new(),
                 enabled: !is_ep,
@@ -99,7 +119,10 @@ unsafe fn patch_fid(
 unsafe fn patched_ctx(sep: *mut ofi::fid_ep, ret: c_int, out: *mut *mut ofi::fid_ep) -> c_int {
     if ret == 0 {
         // SAFETY: the core created a context and stored it through `out`.
-        unsafe { patch_ep(*out, &*binder(sep.cast()).home) };
+        unsafe {
+            let b = binder(sep.cast());
+            patch_ep(*out, &*b.home, &b.core)
+        };
     }
     ret
 }
@@ -158,8 +181,8 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         }
         // SAFETY: a readable fid.
         let Some(c) = (unsafe { cntr::as_cntr::<'static>(bfid) }) else {
-            // SAFETY: not ours: the core's business.
-            return unsafe { orig_bind(fid, bfid, flags) };
+            // SAFETY: not ours: the core's business (a readable fid, as above).
+            return unsafe { bind_core_fid(b, fid, bfid, flags, orig_bind) };
         };
         if !std::ptr::eq(c.home_ptr(), b.home) {
             fi_warn!(EpCtrl, "counter belongs to another domain");
@@ -186,13 +209,67 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
                 flags, describe_flags(flags));
             return ret;
         }
-        crate::fi_info!(EpCtrl, "bound an rscntr counter to core fid class {class} with flags {:#x}{}",
-            flags, describe_flags(flags));
+        crate::fi_info!(EpCtrl, "bound an rscntr counter to core {} fid class {class} with flags {:#x}{}",
+            b.core, flags, describe_flags(flags));
         let mut bound = b.bound.lock();
         c.bound(bound.enabled);
         bound.cntrs.push(c as *const dyn AnyCntr);
         0
     }
+}
+
+/// Binds a fid that is not an rscntr counter: the core's own bind, then, on a core that needs it,
+/// the FI_ENABLE the core expects after a shared context is bound to an enabled endpoint.
+///
+/// # Safety
+/// `fid` was patched by [`patch_ep`] or [`patch`] (`b` its Binder); `bfid` is a readable fid.
+unsafe fn bind_core_fid(
+    b: &Binder,
+    fid: *mut ofi::fid,
+    bfid: *mut ofi::fid,
+    flags: u64,
+    orig_bind: unsafe extern "C" fn(*mut ofi::fid, *mut ofi::fid, u64) -> c_int,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let class = unsafe { (*bfid).fclass };
+    let shared = class == ofi::FI_CLASS_STX_CTX as usize || class == ofi::FI_CLASS_SRX_CTX as usize;
+    if !(b.reenable_after_shared_ctx && shared) {
+        // SAFETY: the core's own bind of a fid rscntr does not own.
+        return unsafe { orig_bind(fid, bfid, flags) };
+    }
+    // Under the lock, which an enable holds across the core's call: either the enable has
+    // finished (and is repeated here) or it runs after this bind and enables the context itself.
+    let bound = b.bound.lock();
+    // SAFETY: as above.
+    let ret = unsafe { orig_bind(fid, bfid, flags) };
+    if ret != 0 || !bound.enabled {
+        return ret;
+    }
+    // SAFETY: the core's own op table; endpoints always get rscntr's control, so the core's
+    // is the original.
+    let ret = match unsafe { (*b.orig_fi_ops).control } {
+        Some(orig) => unsafe { orig(fid, ofi::FI_ENABLE as c_int, std::ptr::null_mut()) },
+        None => err::ENOSYS,
+    };
+    if ret == 0 {
+        crate::fi_info!(
+            EpCtrl,
+            "enabled the {} endpoint again after a shared {} context was bound to it (the core needs it)",
+            b.core,
+            if class == ofi::FI_CLASS_STX_CTX as usize {
+                "transmit"
+            } else {
+                "receive"
+            }
+        );
+    } else {
+        fi_warn!(
+            EpCtrl,
+            "the {} core failed to enable its endpoint again after a shared context was bound: {ret}",
+            b.core
+        );
+    }
+    ret
 }
 
 unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
@@ -226,19 +303,22 @@ unsafe extern "C" fn control(
     crate::ffi_boundary! {
         // SAFETY: only patched endpoints reach this op.
         let b = unsafe { binder(fid) };
+        // An enable holds the lock across the core's call, so that a bind racing it (see
+        // bind_core_fid) sees whether the core has enabled the endpoint.
+        let mut enabling = (command as u32 == ofi::FI_ENABLE).then(|| b.bound.lock());
         // SAFETY: the core's own op table and op.
         let ret = match unsafe { (*b.orig_fi_ops).control } {
             Some(orig) => unsafe { orig(fid, command, arg) },
             None => err::ENOSYS,
         };
-        if ret == 0 && command as u32 == ofi::FI_ENABLE {
-            let mut bound = b.bound.lock();
-            if !bound.enabled {
-                bound.enabled = true;
-                for c in bound.cntrs.iter() {
-                    // SAFETY: a bound counter cannot close (EBUSY) while bound here.
-                    unsafe { (**c).binding_enabled() };
-                }
+        if ret == 0
+            && let Some(bound) = enabling.as_mut()
+            && !bound.enabled
+        {
+            bound.enabled = true;
+            for c in bound.cntrs.iter() {
+                // SAFETY: a bound counter cannot close (EBUSY) while bound here.
+                unsafe { (**c).binding_enabled() };
             }
         }
         ret

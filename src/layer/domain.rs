@@ -250,7 +250,7 @@ unsafe fn open_ep(
         return ret;
     }
     // SAFETY: a just-opened core endpoint.
-    unsafe { bind::patch_ep(out, &layered.home) };
+    unsafe { bind::patch_ep(out, &layered.home, &layered.core_name().to_string_lossy()) };
     // SAFETY: out pointer from the caller.
     ffi::status(unsafe { ffi::write_out(ep, out, "endpoint") })
 }
@@ -319,7 +319,14 @@ unsafe fn patched_mr(
     let ret = testhook::fail(Op::MrReg).unwrap_or_else(reg);
     if ret == 0 {
         // SAFETY: the core registered an MR and stored it through `mr`.
-        unsafe { bind::patch((*mr).cast(), &LayeredDomain::of_fid(fid).home) };
+        unsafe {
+            let layered = LayeredDomain::of_fid(fid);
+            bind::patch(
+                (*mr).cast(),
+                &layered.home,
+                &layered.core_name().to_string_lossy(),
+            )
+        };
     }
     ret
 }
