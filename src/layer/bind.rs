@@ -23,6 +23,12 @@ struct Binder {
     /// Endpoints of cores that need FI_ENABLE again once a shared context is bound to an
     /// enabled endpoint (see [`reenables_after_shared_ctx`]).
     reenable_after_shared_ctx: bool,
+    /// Endpoints: the info rscntr opened the core endpoint with (NULL for MRs and contexts),
+    /// freed with the endpoint. Cores may keep pointers into it, as into the application's own
+    /// info, which applications keep while the endpoint lives: sockets copies the `fi_info`
+    /// struct (`sock_alloc_endpoint`, memcpy) and reads its `tx_attr`/`rx_attr` when a scalable
+    /// endpoint opens contexts, so a freed copy made `fi_tx_context` fail (MPICH over sockets).
+    core_info: *mut ofi::fi_info,
     /// The counters bound here, and (endpoints) whether the endpoint is enabled yet; one lock
     /// so that a bind and an enable racing each other count the binding exactly once.
     bound: Mutex<Bound>,
@@ -52,15 +58,23 @@ pub fn reenables_after_shared_ctx(core: &str) -> bool {
 /// `fid` is an open core MR of the domain whose counters live in `home`.
 pub unsafe fn patch(fid: *mut ofi::fid, home: &CntrHome, core: &str) {
     // SAFETY: caller's contract.
-    unsafe { patch_fid(fid, home, core, None) };
+    unsafe { patch_fid(fid, home, core, None, std::ptr::null_mut()) };
 }
 
 /// Gives a core endpoint (or transmit/receive context) rscntr's bind and close, and its
 /// contexts the same.
 ///
+/// `core_info` (NULL or the info the core opened `ep` with) is freed when the endpoint closes.
+///
 /// # Safety
-/// `ep` is an open core endpoint of the domain whose counters live in `home`.
-pub unsafe fn patch_ep(ep: *mut ofi::fid_ep, home: &CntrHome, core: &str) {
+/// `ep` is an open core endpoint of the domain whose counters live in `home`; `core_info` is
+/// NULL or an info rscntr allocated, which nothing else frees.
+pub unsafe fn patch_ep(
+    ep: *mut ofi::fid_ep,
+    home: &CntrHome,
+    core: &str,
+    core_info: *mut ofi::fi_info,
+) {
     // SAFETY: a valid endpoint with valid ops tables.
     unsafe {
         let orig = (*ep).ops;
@@ -68,7 +82,7 @@ pub unsafe fn patch_ep(ep: *mut ofi::fid_ep, home: &CntrHome, core: &str) {
         ops.size = ops.size.min(std::mem::size_of::<ofi::fi_ops_ep>());
         ops.tx_ctx = Some(tx_ctx);
         ops.rx_ctx = Some(rx_ctx);
-        let b = patch_fid(ep.cast(), home, core, Some((ops, orig)));
+        let b = patch_fid(ep.cast(), home, core, Some((ops, orig)), core_info);
         (*ep).ops = &mut **(*b).ep_ops.as_mut().unwrap();
     }
 }
@@ -80,6 +94,7 @@ unsafe fn patch_fid(
     home: &CntrHome,
     core: &str,
     ep_ops: Option<(Box<ofi::fi_ops_ep>, *const ofi::fi_ops_ep)>,
+    core_info: *mut ofi::fi_info,
 ) -> *mut Binder {
     // SAFETY: a valid fid with a valid ops table.
     unsafe {
@@ -96,6 +111,7 @@ unsafe fn patch_fid(
             home,
             core: core.into(),
             reenable_after_shared_ctx: is_ep && reenables_after_shared_ctx(core),
+            core_info,
             bound: Mutex::new(Bound {
                 cntrs: Vec::new(),
                 enabled: !is_ep,
@@ -121,7 +137,7 @@ unsafe fn patched_ctx(sep: *mut ofi::fid_ep, ret: c_int, out: *mut *mut ofi::fid
         // SAFETY: the core created a context and stored it through `out`.
         unsafe {
             let b = binder(sep.cast());
-            patch_ep(*out, &*b.home, &b.core)
+            patch_ep(*out, &*b.home, &b.core, std::ptr::null_mut())
         };
     }
     ret
@@ -285,6 +301,10 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
             for c in bound.cntrs.iter() {
                 // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
                 unsafe { (**c).unbound(bound.enabled) };
+            }
+            if !b.core_info.is_null() {
+                // SAFETY: rscntr's own copy (see patch_ep); the core no longer uses it.
+                unsafe { ofi::fi_freeinfo(b.core_info) };
             }
         }
         ret

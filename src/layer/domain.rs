@@ -244,13 +244,17 @@ unsafe fn open_ep(
     let mut out: *mut ofi::fid_ep = std::ptr::null_mut();
     let ret =
         testhook::fail(Op::Endpoint).unwrap_or_else(|| open(layered.orig(), core_info, &mut out));
-    // SAFETY: allocated by to_core.
-    unsafe { ofi::fi_freeinfo(core_info) };
     if ret != 0 {
+        // SAFETY: allocated by to_core.
+        unsafe { ofi::fi_freeinfo(core_info) };
         return ret;
     }
-    // SAFETY: a just-opened core endpoint.
-    unsafe { bind::patch_ep(out, &layered.home, &layered.core_name().to_string_lossy()) };
+    // The endpoint keeps core_info (cores may keep pointers into it) and frees it on close.
+    // SAFETY: a just-opened core endpoint; core_info is ours.
+    unsafe {
+        let core = layered.core_name().to_string_lossy();
+        bind::patch_ep(out, &layered.home, &core, core_info)
+    };
     // SAFETY: out pointer from the caller.
     ffi::status(unsafe { ffi::write_out(ep, out, "endpoint") })
 }
