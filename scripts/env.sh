@@ -2,6 +2,7 @@
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 DEPS=${RSCNTR_DEPS:-$ROOT/.deps}
 LF_PREFIX=$DEPS/lf            # libfabric 2.1.0
+LF_DEBUG_PREFIX=$DEPS/lf-debug # libfabric 2.1.0 built with --enable-debug (asserts on)
 FT_PREFIX=$DEPS/ft            # fabtests 2.1.0
 MPICH_VENV=$DEPS/venv-mpich   # MPICH wheel with libfabric 2.5.1 in lib/mpich/
 OMPI_VENV=$DEPS/venv-ompi     # Open MPI wheel (mtl/btl ofi) with libfabric 2.5.1

@@ -81,6 +81,25 @@ if [ ! -f "$DEPS/stamps/fabtests-2.1.0" ]; then
     touch "$DEPS/stamps/fabtests-2.1.0"
 fi
 
+# ---- libfabric 2.1.0, debug build (--enable-debug: asserts on) ----------------------------------
+# A runtime only (same soname as the release build): the tests run rscntr against it, where
+# libfabric asserts what its providers return (e.g. that only utility providers name a core).
+if [ ! -f "$DEPS/stamps/libfabric-2.1.0-debug" ]; then
+    fetch_pool main/libf/libfabric "$LF_TAR" "$LF_SHA"
+    rm -rf "$DEPS/src/libfabric-2.1.0-debug" "$LF_DEBUG_PREFIX"
+    mkdir -p "$DEPS/src/libfabric-2.1.0-debug"
+    tar -C "$DEPS/src/libfabric-2.1.0-debug" --strip-components=1 -xf "$DEPS/dl/$LF_TAR"
+    cd "$DEPS/src/libfabric-2.1.0-debug"
+    log "building libfabric 2.1.0 with --enable-debug (about a minute)"
+    { ./autogen.sh &&
+      ./configure --prefix="$LF_DEBUG_PREFIX" --disable-static --enable-debug --enable-only \
+         --enable-tcp=yes --enable-udp=yes --enable-shm=yes --enable-sm2=yes \
+         --enable-rxm=yes --enable-rxd=yes --enable-sockets=yes &&
+      make -j"$(nproc)" install; } >"$DEPS/logs/libfabric-debug.log" 2>&1 \
+        || { tail -30 "$DEPS/logs/libfabric-debug.log"; exit 1; }
+    touch "$DEPS/stamps/libfabric-2.1.0-debug"
+fi
+
 # ---- MPICH wheel: a second libfabric runtime (2.5.1) ------------------------------------------
 if [ ! -f "$DEPS/stamps/venv-mpich" ]; then
     log "pip install mpich (bundles libfabric 2.5.1)"
