@@ -10,15 +10,19 @@ cd "$ROOT"
 bash scripts/setup.sh || { echo "setup failed"; exit 1; }
 . scripts/env.sh
 LF21=$LF_PREFIX/lib
+LF21D=$LF_DEBUG_PREFIX/lib   # 2.1 built with --enable-debug: libfabric's asserts on
 LF25=$MPICH_VENV/lib/mpich
 
-passed=0 failed=0 failures=()
-step() {
-    local name=$1; shift
+passed=0 failed=0 skipped=0 failures=()
+step() { # a command exiting 77 is skipped (it says why), as in automake's test harness
+    local name=$1 rc; shift
     printf '\n==== %s\n' "$name"
     local t0=$SECONDS
-    if "$@"; then
+    "$@"; rc=$?
+    if [ $rc -eq 0 ]; then
         passed=$((passed + 1)); printf '==== ok: %s (%ss)\n' "$name" $((SECONDS - t0))
+    elif [ $rc -eq 77 ]; then
+        skipped=$((skipped + 1)); printf '==== skipped: %s\n' "$name"
     else
         failed=$((failed + 1)); failures+=("$name"); printf '==== FAILED: %s\n' "$name"
     fi
@@ -109,15 +113,115 @@ mpich_over_rscntr() { # [VAR=value...]
         grep -qE 'rscntr:ep_ctrl:bind\(\).*bound an rscntr counter.*FI_READ\|FI_WRITE' <<<"$out"
 }
 
-ompi_over_rscntr() {
+ompi_over_rscntr() { # [-x VAR=value...]: FI_PROVIDER=rscntr unless other -x arguments are given
     local bin=$ROOT/target/mpi_rscntr_ompi out rc
     "$OMPI_VENV/bin/mpicc" -O1 -o "$bin" prov_test/mpi/mpi_rscntr.c || return 1
+    [ $# -gt 0 ] || set -- -x FI_PROVIDER=rscntr
     out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
           "$OMPI_VENV/bin/mpirun" -np 2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include rscntr \
-          -x FI_PROVIDER=rscntr -x FI_PROVIDER_PATH="$PROV_DIR" -x FI_LOG_LEVEL=info "$bin" 2>&1)
+          "$@" -x FI_PROVIDER_PATH="$PROV_DIR" -x FI_LOG_LEVEL=info "$bin" 2>&1)
     rc=$?
     grep -E 'PASS|FAIL|rscntr:fabric' <<<"$out"
     [ $rc -eq 0 ] && grep -q '^PASS: errors=0' <<<"$out" && grep -q 'rscntr:fabric:fabric_open' <<<"$out"
+}
+
+# ---- the core's identity and every way of selecting rscntr (issue 11) -------------------------
+# libfabric names a core provider's infos by the provider alone ("rscntr"; a debug libfabric
+# asserts that only utility providers return a core's name), which is what FI_PROVIDER=rscntr
+# (libfabric's post filter), hints naming rscntr (fi_info -p, fabtests -p, SHMEM_OFI_PROVIDER,
+# MPICH's second fi_getinfo) and Open MPI's include list (a prefix match) all select.
+selection_routes() { # <libdir>
+    local lib=$1 out ok=0 how
+    for how in "hints -p rscntr" "FI_PROVIDER=rscntr" "FI_PROVIDER=rscntr, hints -p rscntr" \
+               "FI_RSCNTR_CORE=sockets, hints -p rscntr" "no filter (rscntr beside the cores)"; do
+        local args=() envs=()
+        case $how in
+            "hints -p rscntr") args=(-p rscntr) ;;
+            "FI_PROVIDER=rscntr") envs=(FI_PROVIDER=rscntr) ;;
+            "FI_PROVIDER=rscntr, hints -p rscntr") envs=(FI_PROVIDER=rscntr); args=(-p rscntr) ;;
+            "FI_RSCNTR_CORE=sockets, hints -p rscntr") envs=(FI_RSCNTR_CORE=sockets); args=(-p rscntr) ;;
+            *) ;;
+        esac
+        out=$(env LD_LIBRARY_PATH="$lib" FI_PROVIDER_PATH="$PROV_DIR" "${envs[@]}" timeout 60 fi_info "${args[@]}" 2>&1)
+        local rc=$? names
+        names=$(grep -a '^provider: ' <<<"$out" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+        echo "$how: exit $rc, $names"
+        [ $rc -eq 0 ] || { tail -5 <<<"$out"; ok=1; continue; }
+        grep -aq '^provider: rscntr$' <<<"$out" || { echo "  no info named rscntr"; ok=1; }
+        if [ "$how" != "no filter (rscntr beside the cores)" ] &&
+           grep -a '^provider: ' <<<"$out" | grep -avq '^provider: rscntr$'; then
+            echo "  infos not named rscntr"; ok=1
+        fi
+    done
+    return $ok
+}
+selection_routes_all() {
+    local lib ok=0
+    for lib in "$LF21" "$LF21D" "$LF25"; do
+        echo "-- libfabric from $lib"
+        selection_routes "$lib" || ok=1
+    done
+    return $ok
+}
+
+# MPICH picks its capability set by the provider name; over rscntr it must end up with the
+# same settings as over the core itself (MPIR_CVAR_DEBUG_SUMMARY=1 prints them), pass the
+# program and bind rscntr's counter. MPIR_CVAR_OFI_USE_PROVIDER is dead in MPICH 5 ch4 (it
+# prints that it is no longer supported and selects nothing): checked, so that a MPICH that
+# honours it again makes this test say so.
+mpich_summary() { # <out file> [VAR=value...]
+    local out=$1; shift
+    env MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_DEBUG_SUMMARY=1 FI_PROVIDER_PATH="$PROV_DIR" \
+        FI_LOG_LEVEL=info "$@" timeout 300 "$MPICH_VENV/bin/mpiexec" -n 2 "$ROOT/target/mpi_rscntr_mpich" > "$out" 2>&1
+}
+mpich_capability_sets() {
+    local core ok=0 a b
+    a=$(mktemp) b=$(mktemp)
+    "$MPICH_VENV/bin/mpicc" -O1 -o "$ROOT/target/mpi_rscntr_mpich" prov_test/mpi/mpi_rscntr.c || return 1
+    for core in tcp shm sockets; do
+        mpich_summary "$a" FI_PROVIDER="$core"; local rca=$?
+        mpich_summary "$b" FI_PROVIDER=rscntr FI_RSCNTR_CORE="$core"; local rcb=$?
+        echo "-- core $core: directly exit $rca ($(grep -a -m1 '^libfabric provider:' "$a")), over rscntr exit $rcb ($(grep -a -m1 '^libfabric provider:' "$b"))"
+        if [ $rca -ne 0 ] || [ $rcb -ne 0 ] || ! grep -q '^PASS: errors=0' "$a" || ! grep -q '^PASS: errors=0' "$b"; then
+            grep -aE 'PASS|FAIL|Fatal|failed' "$a" "$b" | head; ok=1; continue
+        fi
+        grep -aq '^libfabric provider: rscntr ' "$b" || { echo "  MPICH did not pick rscntr"; ok=1; }
+        grep -aqE "bound an rscntr counter to core $core .*\(FI_READ\|FI_WRITE\)" "$b" ||
+            { echo "  MPICH's RMA counter is not an rscntr counter bound to $core"; ok=1; }
+        if ! diff <(grep -a '^MPIDI_OFI_' "$a") <(grep -a '^MPIDI_OFI_' "$b"); then
+            echo "  the capability sets differ (< $core directly, > rscntr over $core)"; ok=1
+        elif [ "$(grep -ac '^MPIDI_OFI_' "$b")" -lt 10 ]; then
+            echo "  MPICH printed no capability set"; ok=1
+        else
+            echo "  same capability set: $(grep -a '^MPIDI_OFI_ENABLE_' "$b" | sed 's/^MPIDI_OFI_ENABLE_//' | tr -d ' ' | tr '\n' ' ')"
+        fi
+    done
+    mpich_summary "$b" MPIR_CVAR_OFI_USE_PROVIDER=rscntr FI_PROVIDER=rscntr; local rc=$?
+    echo "-- MPIR_CVAR_OFI_USE_PROVIDER=rscntr FI_PROVIDER=rscntr: exit $rc ($(grep -a -m1 '^libfabric provider:' "$b"))"
+    grep -aq 'MPIR_CVAR_OFI_USE_PROVIDER is no longer supported' "$b" &&
+        echo "  MPICH says MPIR_CVAR_OFI_USE_PROVIDER is no longer supported (FI_PROVIDER selects)" ||
+        { echo "  MPICH no longer calls MPIR_CVAR_OFI_USE_PROVIDER unsupported: revisit the README"; ok=1; }
+    { [ $rc -eq 0 ] && grep -q '^PASS: errors=0' "$b" && grep -aq '^libfabric provider: rscntr ' "$b"; } || ok=1
+    # Alone it selects nothing: MPICH scores every provider and takes the best (told, not checked).
+    mpich_summary "$b" MPIR_CVAR_OFI_USE_PROVIDER=rscntr
+    echo "-- MPIR_CVAR_OFI_USE_PROVIDER=rscntr alone: exit $? ($(grep -a -m1 '^libfabric provider:' "$b"))"
+    rm -f "$a" "$b"
+    return $ok
+}
+
+# Sandia OpenSHMEM's own tests (prov_test/sos/): the default build over sockets, the
+# hard-polling build over tcp;ofi_rxm, each core directly against rscntr over it. The SOS
+# tarball lives outside the repository (../shared/thirdparty); without it the steps say so and
+# are skipped (exit 77), unless RSCNTR_REQUIRE_SOS=1 (CI) makes its absence a failure.
+SOS_LIST=${RSCNTR_SOS_LIST:-all}
+sos() { # <script> <args...>
+    local script=$1 rc; shift
+    bash "$ROOT/prov_test/sos/$script" "$@"; rc=$?
+    if [ $rc -eq 2 ]; then
+        [ "${RSCNTR_REQUIRE_SOS:-0}" = 1 ] && { echo "the SOS tarball is required (RSCNTR_REQUIRE_SOS=1)"; return 1; }
+        return 77
+    fi
+    return $rc
 }
 
 # The benchmark program keeps working: a tiny run over rscntr must report every measurement.
@@ -146,6 +250,14 @@ step "cargo clippy" timeout 1200 cargo clippy --release --all-targets --quiet --
 step "cargo test" env RSCNTR_REQUIRE_RDMA65=1 timeout 1800 cargo test --release
 step "prov_test, libfabric 2.1" timeout 900 prov_test/run.sh "$LF21"
 step "prov_test, libfabric 2.5.1 (MPICH wheel)" timeout 900 prov_test/run.sh "$LF25"
+prov_test_debug() { # every prov_test program over each core, against the debug libfabric
+    local core ok=0
+    for core in none shm tcp "tcp;ofi_rxm" udp sockets; do
+        FI_RSCNTR_CORE=$core timeout 900 prov_test/run.sh "$LF21D" || ok=1
+    done
+    return $ok
+}
+step "prov_test over each core, libfabric 2.1 --enable-debug (asserts on)" prov_test_debug
 step "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
 step "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh "$LF25"
 step "man page fresh (scripts/gen-man.sh --check)" timeout 300 bash scripts/gen-man.sh --check
@@ -155,6 +267,7 @@ step "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_
     timeout 900 prov_test/check_install.sh
 step "fi_cntr_test, libfabric 2.1" fi_cntr_test_passes "$LF21"
 step "fi_cntr_test, libfabric 2.5.1" fi_cntr_test_passes "$LF25"
+step "fi_cntr_test, libfabric 2.1 --enable-debug" fi_cntr_test_passes "$LF21D"
 # ---- hardware counters: detection against real libraries, the fake device ---------------------
 # A prov_test program (built by the prov_test steps above) with extra environment.
 prog() { # <libdir> <program> [VAR=value...]
@@ -279,11 +392,24 @@ step "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscnt
 step "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
 step "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm
 step "Open MPI (wheel, mtl ofi) over rscntr" ompi_over_rscntr
+step "Open MPI over rscntr, selected by mtl_ofi_provider_include alone (no FI_PROVIDER)" \
+    ompi_over_rscntr -x FI_RSCNTR_CORE=tcp
+step "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets)" mpich_capability_sets
+step "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
+step "SOS start-up over rscntr(sockets), default build: rscntr serving, counters bound" \
+    sos startup.sh default sockets
+step "SOS start-up over rscntr(sockets), libfabric 2.1 debug" sos startup.sh default sockets "$LF21D"
+step "SOS start-up over rscntr(tcp;ofi_rxm), hard-polling build" sos startup.sh hard-polling "tcp;ofi_rxm"
+step "SOS tests ($SOS_LIST), default build: rscntr over sockets passes what sockets passes" \
+    sos run.sh default sockets "$SOS_LIST"
+step "SOS tests ($SOS_LIST), hard-polling build: rscntr over tcp;ofi_rxm passes what it passes" \
+    sos run.sh hard-polling "tcp;ofi_rxm" "$SOS_LIST"
 for core in shm tcp "tcp;ofi_rxm"; do
     step "runfabtests.sh -S -t quick rscntr over $core" runfabtests_over "$core"
 done
 
 printf '\n'
 for f in "${failures[@]}"; do printf 'failed: %s\n' "$f"; done
-echo "test.sh: $passed passed, $failed failed"
+skips=""; [ "$skipped" -gt 0 ] && skips=", $skipped skipped"
+echo "test.sh: $passed passed, $failed failed$skips"
 [ "$failed" -eq 0 ]
