@@ -399,6 +399,7 @@ step "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debu
 step "SOS start-up over rscntr(sockets), default build: rscntr serving, counters bound" \
     sos startup.sh default sockets
 step "SOS start-up over rscntr(sockets), libfabric 2.1 debug" sos startup.sh default sockets "$LF21D"
+step "SOS start-up over rscntr(sockets), libfabric 2.5.1 (MPICH wheel)" sos startup.sh default sockets "$LF25"
 step "SOS start-up over rscntr(tcp;ofi_rxm), hard-polling build" sos startup.sh hard-polling "tcp;ofi_rxm"
 step "SOS tests ($SOS_LIST), default build: rscntr over sockets passes what sockets passes" \
     sos run.sh default sockets "$SOS_LIST"
