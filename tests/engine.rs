@@ -379,5 +379,5 @@ fn any_polled_store_signals_an_armed_fd_through_the_watcher() {
         "the watcher did not signal a change made behind the counter's back"
     );
     assert_eq!(c.trywait(), Err(TryWaitError::Pending));
-    assert_eq!(c.unwatch().map(|s| (s.0, s.1)), Some((0, 1)));
+    assert!(c.unwatch(), "the second trywait armed it again");
 }

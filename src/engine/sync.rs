@@ -6,10 +6,10 @@
 //! Cargo.toml for that cfg only.)
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 /// A mutex whose `lock` cannot fail (parking_lot's; loom's, unwrapped, under loom).
 #[cfg(not(loom))]
