@@ -475,7 +475,7 @@ impl<S: Store> Counter<S> {
         }
         let Some(kick) = self.kick.get_or_init(|| EventFd::new().ok()).as_ref() else {
             // No fd to be interrupted by: yield between pulls instead.
-            self.leading.store(false, SeqCst);
+            self.leading.swap(false, SeqCst);
             super::sync::yield_now();
             return check();
         };
@@ -509,7 +509,10 @@ impl<S: Store> Counter<S> {
         };
         self.wake.fetch_and(!BLOCKED, SeqCst);
         *self.blocked_in.lock() = None;
-        self.leading.store(false, SeqCst);
+        // An RMW, not a store: it must come after, in the flag's modification order, every
+        // follower's swap that saw this thread lead (loom places a plain store before a swap
+        // that ran earlier and read the older value, and then a follower never leads).
+        self.leading.swap(false, SeqCst);
         super::sync::store_load_order();
         if self.wake.load(SeqCst) >= ONE_WAITER {
             // A follower takes over.
