@@ -56,6 +56,8 @@ pub struct CoreDomain {
     /// The core fabric's ops for wait sets, and how this core is waited on.
     pub fabric: CoreFabric,
     pub plan: Plan,
+    /// The core counts through FI_PEER counters (see `layer::wait::peer_counters_work`).
+    pub peer: bool,
     /// The core's own cq_open (for the progress-fd CQ of [`Plan::ProgressFd`]).
     pub cq_open: crate::layer::CqOpenFn,
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
@@ -866,7 +868,7 @@ impl<B: Backing> Cntr<B> {
                 ofi::fi_wait_obj_FI_WAIT_SET
             },
             wait_set: set,
-            flags: ofi::FI_PEER,
+            flags: if core.peer { ofi::FI_PEER } else { 0 },
         };
         let mut ctx = peer_sys::fi_peer_cntr_context {
             size: std::mem::size_of::<peer_sys::fi_peer_cntr_context>(),
@@ -885,6 +887,13 @@ impl<B: Backing> Cntr<B> {
         });
         if ret == 0 && !out.is_null() {
             return Ok(out);
+        }
+        if !core.peer {
+            fi_warn!(
+                Cntr,
+                "the core cannot open a counter for rscntr to read: {ret}"
+            );
+            return Err(if ret != 0 { ret } else { err::EOTHER });
         }
         // A core without peer counters (sockets) counts in a counter of its own; `sync`
         // takes in its increases.

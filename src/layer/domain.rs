@@ -121,6 +121,7 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_sa
                 watcher_may_progress: thread_safe,
                 fabric: fabric.core_ops(),
                 plan: super::wait::plan_for(&fabric.core.to_string_lossy()),
+                peer: super::wait::peer_counters_work(&fabric.core.to_string_lossy()),
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
             }),
