@@ -22,9 +22,8 @@
 
 use super::EventFd;
 use super::source::{Blocker, Wake};
-use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::io;
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -83,6 +82,17 @@ static LEFT: Condvar = Condvar::new();
 /// The thread's interrupt for fd blockers (None if no fd could be made).
 static KICK: OnceLock<Option<EventFd>> = OnceLock::new();
 
+/// The registry, whatever a panicking holder left (nothing here is left half-updated).
+/// std's primitives, not parking_lot's: parking allocates a process-wide table that would
+/// outlive the DSO.
+fn lock() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn wait(st: MutexGuard<'static, State>) -> MutexGuard<'static, State> {
+    WAKE.wait(st).unwrap_or_else(|e| e.into_inner())
+}
+
 fn kick() -> Option<&'static EventFd> {
     KICK.get_or_init(|| EventFd::new().ok()).as_ref()
 }
@@ -90,7 +100,7 @@ fn kick() -> Option<&'static EventFd> {
 /// Starts the watcher thread if it is not running. Called when a counter that will need it is
 /// made, so that a failure to start it is reported there rather than lost in `trywait`.
 pub fn ensure_running() -> io::Result<()> {
-    let mut st = STATE.lock();
+    let mut st = lock();
     start(&mut st)
 }
 
@@ -127,7 +137,7 @@ pub fn target_of<'a>(target: &'a (dyn Watched + 'a)) -> *const (dyn Watched + 's
 /// # Safety
 /// `target` stays valid until [`unwatch`]`(key)` returns.
 pub unsafe fn watch(key: usize, target: *const dyn Watched) {
-    let mut st = STATE.lock();
+    let mut st = lock();
     match st.entries.iter_mut().find(|e| e.key == key) {
         Some(e) => e.target = target,
         None => st.entries.push(Entry { key, target }),
@@ -143,7 +153,7 @@ pub unsafe fn watch(key: usize, target: *const dyn Watched) {
 /// Forgets the counter `key`; returns whether it was armed. Once this returns, the thread
 /// neither polls it nor sleeps in its blocker.
 pub fn unwatch(key: usize) -> bool {
-    let mut st = STATE.lock();
+    let mut st = lock();
     let found = match st.entries.iter().position(|e| e.key == key) {
         Some(i) => {
             st.entries.swap_remove(i);
@@ -153,7 +163,7 @@ pub fn unwatch(key: usize) -> bool {
     };
     while st.blocking.is_some_and(|(k, _)| k == key) {
         interrupt(&st);
-        LEFT.wait(&mut st);
+        st = LEFT.wait(st).unwrap_or_else(|e| e.into_inner());
     }
     found
 }
@@ -162,7 +172,7 @@ pub fn unwatch(key: usize) -> bool {
 /// thread must not outlive the code it runs).
 pub fn shutdown() {
     let handle = {
-        let mut st = STATE.lock();
+        let mut st = lock();
         st.shutdown = true;
         // freed, not just emptied: the DSO may be unloaded next
         st.entries = Vec::new();
@@ -173,12 +183,12 @@ pub fn shutdown() {
     if let Some(h) = handle {
         let _ = h.join();
     }
-    STATE.lock().shutdown = false;
+    lock().shutdown = false;
 }
 
 /// (armed counters, thread started, polling passes so far): for tests and diagnostics.
 pub fn stats() -> (usize, bool, u64) {
-    let st = STATE.lock();
+    let st = lock();
     (st.entries.len(), st.thread.is_some(), st.passes)
 }
 
@@ -211,14 +221,14 @@ fn run() {
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong)
     };
-    let mut st = STATE.lock();
+    let mut st = lock();
     let mut next = WATCH_FIRST;
     loop {
         if st.shutdown {
             return;
         }
         if st.entries.is_empty() {
-            WAKE.wait(&mut st);
+            st = wait(st);
             continue;
         }
         if std::mem::take(&mut st.restart) {
@@ -249,7 +259,9 @@ fn run() {
             }
         }
         if yields {
-            MutexGuard::unlocked(&mut st, std::thread::yield_now);
+            drop(st);
+            std::thread::yield_now();
+            st = lock();
             continue;
         }
         let (still, blockers) = first_blocker(&st);
@@ -271,7 +283,9 @@ fn run() {
             }
             st.blocking = Some((key, b));
             let until = pause.map(|p| Instant::now() + p);
-            MutexGuard::unlocked(&mut st, || blocker.block(token, k, until));
+            drop(st);
+            blocker.block(token, k, until);
+            st = lock();
             st.blocking = None;
             LEFT.notify_all();
             continue;
@@ -280,12 +294,14 @@ fn run() {
             // The counter blocked for fired, or no kick: look again soon.
             pause = Some(pause.map_or(SHARED_BLOCK_MAX, |p| p.min(SHARED_BLOCK_MAX)));
         }
-        match pause {
+        st = match pause {
             Some(p) => {
-                WAKE.wait_for(&mut st, p);
+                WAKE.wait_timeout(st, p)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
             }
             // Only counters that their own mutations signal: wait for a new arming.
-            None => WAKE.wait(&mut st),
-        }
+            None => wait(st),
+        };
     }
 }
