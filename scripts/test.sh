@@ -77,7 +77,7 @@ pingpong() { # <core> <port> [fabtests options...]
 
 pingpong_matrix() {
     local port=9600 core mode ok=0
-    for core in shm tcp "tcp;ofi_rxm"; do
+    for core in shm tcp "tcp;ofi_rxm" sockets; do
         for mode in "" "-c yield" "-c fd"; do
             port=$((port + 1))
             echo "-- core $core ${mode:-(-c sread, FI_WAIT_UNSPEC)}"
@@ -272,7 +272,7 @@ step "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
 
 # The data path over core providers.
 step "prov_test over each core (none, shm, tcp, tcp;ofi_rxm, sockets, udp;ofi_rxd, udp)" cntr_api_over_cores
-step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm; -c sread, yield, fd" pingpong_matrix
+step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm, sockets; -c sread, yield, fd" pingpong_matrix
 step "FI_RSCNTR_CORE naming a missing provider" missing_core
 step "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
 step "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
