@@ -833,6 +833,11 @@ impl<B: Backing> Cntr<B> {
             },
             None => self.open_core_cntr_on(core, std::ptr::null_mut())?,
         };
+        if let CoreBlocker::Cond(b) = &blocker {
+            // SAFETY: the core counter and the seen values live as long as this counter,
+            // which owns the blocker; sockets' reads run no progress under auto progress.
+            unsafe { b.watch_counter(out, &self.core_seen, &self.core_seen_err) };
+        }
         if let (Some(ep), CoreBlocker::Fd(b)) = (&self.wait_set, &blocker) {
             match epoll_add(ep.as_raw_fd(), b.fd()) {
                 Ok(()) => self.core_fd_exported.store(true, Ordering::Release),

@@ -43,8 +43,12 @@ const RXD_CAP: Duration = Duration::from_millis(10);
 /// gives it no fd (rxm's own counters then sleep 50 ms between progress calls).
 pub const LATE_BIND_CAP: Duration = Duration::from_millis(1);
 /// sockets signals its wait set's condition variable without taking the mutex, so a signal
-/// that lands between a waiter's check and its sleep is lost: a waiter re-checks this often.
+/// that lands between a waiter's last look at the counter (under the mutex, right before it
+/// sleeps) and its sleep is lost (about one wait in a thousand in a busy ping-pong): a
+/// waiter re-checks after [`COND_FIRST`], then this often while nothing signals.
 pub const COND_CAP: Duration = Duration::from_millis(5);
+/// The first re-check of a sleep on sockets' condition variable (see [`COND_CAP`]).
+pub const COND_FIRST: Duration = Duration::from_micros(200);
 /// tcp counts into a counter whose every read runs progress first, so an error completed by
 /// the progress of the read that fetches the value (the last one before sleeping) is seen only
 /// by the next read, and nothing else may make the progress fd readable: a waiter re-checks
@@ -310,6 +314,19 @@ pub struct CondBlocker {
     cond: *mut libc::pthread_cond_t,
     /// Bumped (under the mutex) by each interrupt.
     generation: AtomicU64,
+    /// Sleeps in a row that ended by timing out: the first one is short (see COND_FIRST).
+    timeouts: AtomicU64,
+    /// The core counter on the set and what was taken in from it, compared under the mutex
+    /// right before sleeping: sockets signals without the mutex, so a count that lands
+    /// between the waiter's check and its sleep is only seen this way.
+    taken: std::sync::OnceLock<Taken>,
+}
+
+/// A core counter and the values rscntr last took in from it (`Cntr::sync`).
+struct Taken {
+    cntr: *mut ofi::fid_cntr,
+    value: *const AtomicU64,
+    errors: *const AtomicU64,
 }
 
 // SAFETY: the mutex and condition variable are meant for use from any thread; the set is only
@@ -335,7 +352,43 @@ impl CondBlocker {
             mutex: mc.mutex.cast(),
             cond: mc.cond.cast(),
             generation: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            taken: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The core counter opened on the set, and where rscntr keeps what it took in from it.
+    ///
+    /// # Safety
+    /// All three outlive the blocker; reading the counter runs no progress (sockets with
+    /// auto progress, the only core this blocker serves).
+    pub unsafe fn watch_counter(
+        &self,
+        cntr: *mut ofi::fid_cntr,
+        value: &AtomicU64,
+        errors: &AtomicU64,
+    ) {
+        let _ = self.taken.set(Taken {
+            cntr,
+            value,
+            errors,
+        });
+    }
+
+    /// True when the core counted something rscntr has not taken in yet.
+    fn moved(&self) -> bool {
+        let Some(t) = self.taken.get() else {
+            return false;
+        };
+        // SAFETY: see watch_counter; the core's own ops on its own counter.
+        unsafe {
+            let ops = &*(*t.cntr).ops;
+            ops.read
+                .is_some_and(|r| r(t.cntr) != (*t.value).load(SeqCst))
+                || ops
+                    .readerr
+                    .is_some_and(|r| r(t.cntr) != (*t.errors).load(SeqCst))
+        }
     }
 
     pub fn as_wait_set(&self) -> *mut ofi::fid_wait {
@@ -374,13 +427,21 @@ impl Blocker for CondBlocker {
     }
 
     fn block(&self, token: Token, _kick: &EventFd, until: Option<Instant>) {
-        let left = sleep_for(until, COND_CAP.as_nanos() as u64).unwrap_or(COND_CAP);
+        let cap = if self.timeouts.load(SeqCst) == 0 {
+            COND_FIRST
+        } else {
+            COND_CAP
+        };
+        let left = sleep_for(until, cap.as_nanos() as u64).unwrap_or(cap);
         let abs = realtime_after(left);
         // SAFETY: the set's own mutex and condition variable, alive while the set is open.
         unsafe {
             libc::pthread_mutex_lock(self.mutex);
-            if self.generation.load(SeqCst) == token.0 {
-                libc::pthread_cond_timedwait(self.cond, self.mutex, &abs);
+            if self.generation.load(SeqCst) == token.0 && !self.moved() {
+                match libc::pthread_cond_timedwait(self.cond, self.mutex, &abs) {
+                    libc::ETIMEDOUT => self.timeouts.fetch_add(1, SeqCst),
+                    _ => self.timeouts.swap(0, SeqCst),
+                };
             }
             libc::pthread_mutex_unlock(self.mutex);
         }
