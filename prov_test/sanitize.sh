@@ -72,6 +72,8 @@ valgrind)
     vg none cntr_api
     vg tcp cntr_api
     vg tcp layered
+    vg tcp bound_wait
+    vg sockets bound_wait
     vg none bad_input
     vg tcp bad_input
     vg tcp faults

@@ -81,7 +81,7 @@ pingpong() { # <core> <port> [fabtests options...]
 
 pingpong_matrix() {
     local port=9600 core mode ok=0
-    for core in shm tcp "tcp;ofi_rxm"; do
+    for core in shm tcp "tcp;ofi_rxm" sockets; do
         for mode in "" "-c yield" "-c fd"; do
             port=$((port + 1))
             echo "-- core $core ${mode:-(-c sread, FI_WAIT_UNSPEC)}"
@@ -94,7 +94,7 @@ pingpong_matrix() {
 
 cntr_api_over_cores() {
     local core ok=0
-    for core in none shm tcp "tcp;ofi_rxm" udp; do
+    for core in none shm tcp "tcp;ofi_rxm" sockets "udp;ofi_rxd" udp; do
         FI_RSCNTR_CORE=$core timeout 900 prov_test/run.sh "$LF21" || ok=1
     done
     return $ok
@@ -384,8 +384,8 @@ step "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
     runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude" FI_RSCNTR_CORE=none
 
 # The data path over core providers.
-step "cntr_api over each core (none, shm, tcp, tcp;ofi_rxm, udp)" cntr_api_over_cores
-step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm; -c sread, yield, fd" pingpong_matrix
+step "prov_test over each core (none, shm, tcp, tcp;ofi_rxm, sockets, udp;ofi_rxd, udp)" cntr_api_over_cores
+step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm, sockets; -c sread, yield, fd" pingpong_matrix
 step "FI_RSCNTR_CORE naming a missing provider" missing_core
 step "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
 step "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr

@@ -9,21 +9,23 @@
 //!   (uint64_t *); anything else -FI_ENOSYS; NULL arg -FI_EINVAL.
 
 use crate::domain::Domain;
+use crate::engine::watcher::{self, Watched};
 use crate::engine::{
-    Atomics, Counter, Store, StoreError, Timeout, TryWaitError, Tuning, WaitError, WaitStrategy,
-    wait_polled,
+    Atomics, Counter, Source, Store, StoreError, Timeout, TryWaitError, Tuning, WaitError,
+    WaitStrategy, Wake,
 };
 use crate::fabric::Children;
 use crate::ffi::{self, FidObject, err};
 use crate::hw::{self, Choice};
-use crate::layer::Watched;
+use crate::layer::wait::{self as core_wait, CoreBlocker, CoreFabric, FdBlocker, Plan};
 use crate::testhook::{self, Op};
 use crate::verbs::HwCounter;
 use crate::{fi_info, fi_warn, info, ofi, params, peer_sys};
 use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Where counters live: a domain's bookkeeping of its counters (the `cntr_cnt` limit and the
 /// open children that keep it from closing) and, in a layered domain, the core domain whose
@@ -32,8 +34,6 @@ pub struct CntrHome {
     pub children: Children,
     slots: AtomicUsize,
     core: Option<CoreDomain>,
-    /// Drives the core's progress for armed FDs of a layered domain (started on first use).
-    watcher: std::sync::OnceLock<crate::layer::Watcher>,
 }
 
 pub type CntrOpenFn = unsafe extern "C" fn(
@@ -53,6 +53,35 @@ pub struct CoreDomain {
     /// promised the core serialized calls, and only its own calls (fi_cntr_read/wait, CQ
     /// reads) drive progress; an armed fd then fires on the changes those calls bring in.
     pub watcher_may_progress: bool,
+    /// The core fabric's ops for wait sets, and how this core is waited on.
+    pub fabric: CoreFabric,
+    pub plan: Plan,
+    /// The core counts through FI_PEER counters (see `layer::wait::peer_counters_work`).
+    pub peer: bool,
+    /// The core's own cq_open (for the progress-fd CQ of [`Plan::ProgressFd`]).
+    pub cq_open: crate::layer::CqOpenFn,
+    /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
+    pub progress: Mutex<Option<Arc<FdBlocker>>>,
+}
+
+impl CoreDomain {
+    fn progress_blocker(&self) -> Result<Arc<FdBlocker>, c_int> {
+        let mut progress = self.progress.lock();
+        if let Some(b) = &*progress {
+            return Ok(b.clone());
+        }
+        // SAFETY: the open core domain of this fabric, with its own cq_open.
+        let b =
+            Arc::new(unsafe { FdBlocker::progress_fd(self.fabric, self.domain, self.cq_open) }?);
+        *progress = Some(b.clone());
+        Ok(b)
+    }
+
+    /// Closes the progress-fd CQ, before the core domain closes (the counters that used it
+    /// are closed: the domain has no children).
+    pub fn release_progress(&self) {
+        self.progress.lock().take();
+    }
 }
 
 impl CntrHome {
@@ -68,7 +97,6 @@ impl CntrHome {
             children: Children::default(),
             slots: AtomicUsize::new(0),
             core: None,
-            watcher: std::sync::OnceLock::new(),
         }
     }
 
@@ -79,9 +107,9 @@ impl CntrHome {
         }
     }
 
-    /// The watcher thread of a layered domain, started on first use.
-    pub fn watcher(&self) -> &crate::layer::Watcher {
-        self.watcher.get_or_init(crate::layer::Watcher::default)
+    /// The core side of a layered domain.
+    pub fn core(&self) -> Option<&CoreDomain> {
+        self.core.as_ref()
     }
 
     /// Claims one of the domain's `cntr_cnt` counter slots. The guard gives it back unless
@@ -165,9 +193,24 @@ pub struct Cntr<B: Backing> {
     /// The core counter's own value and error count as last taken in (see `sync`).
     core_seen: AtomicU64,
     core_seen_err: AtomicU64,
+    /// What waiters sleep on once bound (see `layer::wait`), chosen with the core counter.
+    blocker: OnceLock<CoreBlocker>,
+    /// FD counters of a layered domain: the fd handed out by FI_GETWAIT, an epoll set of the
+    /// counter's eventfd and, once bound, the core's fd, so that poll() on it is woken by the
+    /// core's own event.
+    wait_set: Option<OwnedFd>,
+    /// The core's fd is in `wait_set`: fi_trywait arms the core instead of the watcher.
+    core_fd_exported: AtomicBool,
     peer: PeerCntr,
     engine: B,
 }
+
+// SAFETY: the raw pointers in a counter fid are set at open and never change (the fid header
+// and peer fid, read by libfabric and the core; the home, which outlives the counter), or are
+// atomics; everything else it holds is Sync. The fd watcher polls it from its thread.
+unsafe impl<B: Backing> Sync for Cntr<B> {}
+// SAFETY: as above.
+unsafe impl<B: Backing> Send for Cntr<B> {}
 
 /// The software engine lives inside the fid; the hardware one is shared with the fd watcher.
 pub type SwEngine = Counter<Atomics>;
@@ -417,14 +460,14 @@ pub unsafe fn open_in(
     testhook::panic(Op::CntrOpen);
     let fid = match choice {
         Choice::Software => Counter::with_spin_limit(config.strategy, params::spin_limit())
-            .map(|engine| new_fid(home, &config, context, engine)),
+            .and_then(|engine| new_fid(home, &config, context, engine)),
         Choice::Hardware(store) => {
             let tuning = Tuning {
                 spin_limit: params::spin_limit(),
                 poll_max: params::hw().poll_max,
             };
             let device = store.device().name().to_owned();
-            Counter::with_store(store, config.strategy, tuning).map(|engine| {
+            Counter::with_store(store, config.strategy, tuning).and_then(|engine| {
                 fi_info!(Cntr, "hardware counter on {device}");
                 new_fid(home, &config, context, engine)
             })
@@ -445,12 +488,41 @@ pub unsafe fn open_in(
     }
 }
 
+/// The epoll set an FD counter of a layered domain hands out, holding its eventfd.
+fn fd_wait_set(eventfd: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: no memory arguments; the result is checked.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    epoll_add(ep.as_raw_fd(), eventfd)?;
+    Ok(ep)
+}
+
+fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: fd as u64,
+    };
+    // SAFETY: a live epoll fd and event.
+    if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn new_fid<B: Backing>(
     home: &CntrHome,
     config: &Config,
     context: *mut c_void,
     engine: B,
-) -> *mut ofi::fid {
+) -> std::io::Result<*mut ofi::fid> {
+    let wait_set = match engine.counter().fd() {
+        Some(fd) if home.core.is_some() => Some(fd_wait_set(fd)?),
+        _ => None,
+    };
     let mut obj = Box::new(Cntr {
         fid: ofi::fid_cntr {
             fid: ffi::fid_header(ofi::FI_CLASS_CNTR, context, B::fi_ops()),
@@ -466,6 +538,9 @@ fn new_fid<B: Backing>(
         unenabled: AtomicUsize::new(0),
         core_seen: AtomicU64::new(0),
         core_seen_err: AtomicU64::new(0),
+        blocker: OnceLock::new(),
+        wait_set,
+        core_fd_exported: AtomicBool::new(false),
         peer: PeerCntr {
             fid: peer_sys::fid_peer_cntr {
                 fid: ffi::fid_header(ofi::FI_CLASS_PEER_CNTR, std::ptr::null_mut(), &PEER_FI_OPS),
@@ -484,7 +559,7 @@ fn new_fid<B: Backing>(
         config.wait_obj,
         if home.core.is_some() { ", layered" } else { "" }
     );
-    ffi::into_fid(obj)
+    Ok(ffi::into_fid(obj))
 }
 
 /// What the extension ops, fi_trywait and the layered binds need from a counter of either kind.
@@ -495,8 +570,9 @@ pub trait AnyCntr {
     fn home_ptr(&self) -> *const CntrHome;
     /// The core counter that feeds this counter in its layered domain, opened on first use.
     fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int>;
-    /// A bind succeeded, to an endpoint not enabled yet unless `enabled`.
-    fn bound(&self, enabled: bool);
+    /// A bind succeeded, to an endpoint not enabled yet unless `enabled`; `late` when the
+    /// endpoint had been enabled before the bind.
+    fn bound(&self, enabled: bool, late: bool);
     /// The endpoint or MR closed (`enabled`: as it was then).
     fn unbound(&self, enabled: bool);
     /// An endpoint this counter is bound to was enabled.
@@ -515,11 +591,15 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     fn core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int> {
         self.open_core_cntr()
     }
-    fn bound(&self, enabled: bool) {
+    fn bound(&self, enabled: bool, late: bool) {
         if !enabled {
             self.unenabled.fetch_add(1, Ordering::AcqRel);
         }
         self.bindings.fetch_add(1, Ordering::AcqRel);
+        if late {
+            self.bound_late();
+        }
+        self.engine.counter().notify_waiters();
     }
     fn unbound(&self, enabled: bool) {
         if !enabled {
@@ -529,17 +609,23 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     }
     fn binding_enabled(&self) {
         self.unenabled.fetch_sub(1, Ordering::AcqRel);
+        // Waiters that found nothing to pull look again: now the core can be driven.
+        self.engine.counter().notify_waiters();
     }
     fn counts_bytes(&self) -> bool {
         self.events == ofi::fi_cntr_events_FI_CNTR_EVENTS_BYTES
     }
     fn trywait(&self) -> c_int {
+        // What the core completed already is taken in first, so that the comparison below
+        // sees it and the core's fd is not left readable for work that is done.
+        let live = self.live();
+        if live {
+            self.sync(true);
+        }
         match self.engine.counter().trywait() {
             Ok(()) => {
-                // Nobody else drives a layered counter's core while the application sleeps in
-                // poll(): the home's watcher does, until the fd fires.
-                if self.polled() && self.home().watcher_may_progress() {
-                    self.home().watcher().watch(self as &dyn Watched);
+                if live {
+                    return self.arm_core();
                 }
                 0
             }
@@ -605,9 +691,72 @@ impl<B: Backing> Cntr<B> {
         unsafe { &*self.home }
     }
 
-    /// True when waits must drive the core's progress instead of sleeping until woken.
-    fn polled(&self) -> bool {
+    /// True when the core may count into this counter and pulling it drives progress: bound,
+    /// and every endpoint it is bound to enabled.
+    fn live(&self) -> bool {
         !self.core_cntr.load(Ordering::Acquire).is_null()
+            && self.unenabled.load(Ordering::Acquire) == 0
+    }
+
+    /// After `fi_trywait` armed the counter's own fd: makes the core's event reach it too.
+    /// The core's fd is in the counter's epoll set, so arming the core is enough; otherwise
+    /// the watcher sleeps on the core's behalf, where it may drive the core's progress.
+    fn arm_core(&self) -> c_int {
+        if self.core_fd_exported.load(Ordering::Acquire) {
+            let Some(b) = self.blocker.get().and_then(CoreBlocker::blocker) else {
+                return 0;
+            };
+            // Something pending in the core: the application reads (which pulls it) and
+            // tries again, as libfabric's fd protocol has it.
+            for _ in 0..3 {
+                if b.arm() {
+                    return 0;
+                }
+                self.sync(true);
+            }
+            return err::EAGAIN;
+        }
+        let relay = match self.blocker.get() {
+            // sockets' own progress thread counts; reading its counter drives nothing.
+            Some(CoreBlocker::Cond(_)) => true,
+            _ => self.home().watcher_may_progress(),
+        };
+        if relay {
+            // SAFETY: cntr_close unwatches before the counter is freed.
+            unsafe { watcher::watch(self.key(), self.as_watched()) };
+        }
+        0
+    }
+
+    fn key(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    fn as_watched(&self) -> *const (dyn Watched + 'static) {
+        watcher::target_of(self)
+    }
+
+    /// Bound to an endpoint after its FI_ENABLE: a core that hands out its fds at enable
+    /// (rxm) gives none for it, so waits are bounded instead.
+    fn bound_late(&self) {
+        let Some(core) = &self.home().core else {
+            return;
+        };
+        if let (
+            Plan::FdSet {
+                fds_at_enable: true,
+                ..
+            },
+            Some(CoreBlocker::Fd(b)),
+        ) = (core.plan, self.blocker.get())
+        {
+            fi_info!(
+                EpCtrl,
+                "counter bound after FI_ENABLE: the core adds no fd for it; waits re-check every {:?}",
+                core_wait::LATE_BIND_CAP
+            );
+            b.cap(core_wait::LATE_BIND_CAP);
+        }
     }
 
     /// Drives the core's progress, as libfabric's own counters do on read and wait, and takes
@@ -625,6 +774,11 @@ impl<B: Backing> Cntr<B> {
     /// once even when threads race. Skipped while an endpoint bound to this counter is not
     /// enabled: util-based cores crash progressing such an endpoint, and nothing completes on
     /// it; increases made meanwhile are taken in by the next sync.
+    ///
+    /// The error count is read first: each read runs the core's progress before it reads, so
+    /// what the last call's progress completes shows only in that call's value. A waiter
+    /// about to sleep must see every completion the progress took off the wire (nothing will
+    /// make the core's fd readable for it again), and completions are what it waits for.
     pub fn sync(&self, errors_too: bool) {
         let core = self.core_cntr.load(Ordering::Acquire);
         if core.is_null() || self.unenabled.load(Ordering::Acquire) != 0 {
@@ -633,20 +787,21 @@ impl<B: Backing> Cntr<B> {
         // SAFETY: an open core counter; its ops table is the core's.
         let ops = unsafe { &*(*core).ops };
         let counter = self.engine.counter();
-        if let Some(read) = ops.read {
-            // SAFETY: as above.
-            let now = unsafe { read(core) };
-            take_increase(&self.core_seen, now, |d| note(counter.add(d)));
-        }
         if errors_too && let Some(readerr) = ops.readerr {
             // SAFETY: as above.
             let now = unsafe { readerr(core) };
             take_increase(&self.core_seen_err, now, |d| note(counter.add_err(d)));
         }
+        if let Some(read) = ops.read {
+            // SAFETY: as above.
+            let now = unsafe { read(core) };
+            take_increase(&self.core_seen, now, |d| note(counter.add(d)));
+        }
     }
 
     /// The core counter that stands for this counter in its layered domain, opened on first
-    /// bind with FI_PEER so that the core's completions increment this counter.
+    /// bind with FI_PEER so that the core's completions increment this counter, on the wait
+    /// set its waiters will sleep on (see `layer::wait`).
     fn open_core_cntr(&self) -> Result<*mut ofi::fid_cntr, c_int> {
         let existing = self.core_cntr.load(Ordering::Acquire);
         if !existing.is_null() {
@@ -661,11 +816,64 @@ impl<B: Backing> Cntr<B> {
         if !existing.is_null() {
             return Ok(existing);
         }
+        let mut blocker =
+            core_wait::counter_blocker(core.plan, core.fabric, || core.progress_blocker());
+        let shared = core.plan == Plan::ProgressFd;
+        let out = match blocker.wait_set(shared) {
+            Some(set) => match self.open_core_cntr_on(core, set) {
+                Ok(out) => out,
+                Err(e) => {
+                    fi_info!(
+                        Cntr,
+                        "the core cannot open a counter on a wait set ({e}); waits on it yield"
+                    );
+                    blocker = CoreBlocker::Yield;
+                    self.open_core_cntr_on(core, std::ptr::null_mut())?
+                }
+            },
+            None => self.open_core_cntr_on(core, std::ptr::null_mut())?,
+        };
+        if let CoreBlocker::Cond(b) = &blocker {
+            // SAFETY: the core counter and the seen values live as long as this counter,
+            // which owns the blocker; sockets' reads run no progress under auto progress.
+            unsafe { b.watch_counter(out, &self.core_seen, &self.core_seen_err) };
+        }
+        if let (Some(ep), CoreBlocker::Fd(b)) = (&self.wait_set, &blocker) {
+            match epoll_add(ep.as_raw_fd(), b.fd()) {
+                Ok(()) => self.core_fd_exported.store(true, Ordering::Release),
+                Err(e) => fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}"),
+            }
+        }
+        fi_info!(
+            Cntr,
+            "waits on this counter sleep on {}",
+            match &blocker {
+                CoreBlocker::Fd(_) if shared => "the core's progress fd",
+                CoreBlocker::Fd(_) => "the core's wait set fd",
+                CoreBlocker::Cond(_) => "the core's wait-set condition variable",
+                CoreBlocker::Yield => "nothing (they yield between progress calls)",
+            }
+        );
+        let _ = self.blocker.set(blocker);
+        self.core_cntr.store(out, Ordering::Release);
+        Ok(out)
+    }
+
+    /// Opens the core counter, with FI_PEER if the core takes it, on `set` unless NULL.
+    fn open_core_cntr_on(
+        &self,
+        core: &CoreDomain,
+        set: *mut ofi::fid_wait,
+    ) -> Result<*mut ofi::fid_cntr, c_int> {
         let mut attr = ofi::fi_cntr_attr {
             events: self.events,
-            wait_obj: ofi::fi_wait_obj_FI_WAIT_NONE,
-            wait_set: std::ptr::null_mut(),
-            flags: ofi::FI_PEER,
+            wait_obj: if set.is_null() {
+                ofi::fi_wait_obj_FI_WAIT_NONE
+            } else {
+                ofi::fi_wait_obj_FI_WAIT_SET
+            },
+            wait_set: set,
+            flags: if core.peer { ofi::FI_PEER } else { 0 },
         };
         let mut ctx = peer_sys::fi_peer_cntr_context {
             size: std::mem::size_of::<peer_sys::fi_peer_cntr_context>(),
@@ -682,36 +890,66 @@ impl<B: Backing> Cntr<B> {
                 (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast(),
             )
         });
-        if ret != 0 || out.is_null() {
-            // A core without peer counters (sockets) counts in a counter of its own; `sync`
-            // takes in its increases.
-            fi_info!(
-                Cntr,
-                "the core has no FI_PEER counters ({ret}); rscntr reads a core counter"
-            );
-            attr.flags = 0;
-            out = std::ptr::null_mut();
-            // SAFETY: as above, without the peer context.
-            let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
-                (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut())
-            });
-            if ret != 0 || out.is_null() {
-                fi_warn!(
-                    Cntr,
-                    "the core cannot open a counter for rscntr to read: {ret}"
-                );
-                return Err(if ret != 0 { ret } else { err::EOTHER });
-            }
+        if ret == 0 && !out.is_null() {
+            return Ok(out);
         }
-        self.core_cntr.store(out, Ordering::Release);
+        if !core.peer {
+            fi_warn!(
+                Cntr,
+                "the core cannot open a counter for rscntr to read: {ret}"
+            );
+            return Err(if ret != 0 { ret } else { err::EOTHER });
+        }
+        // A core without peer counters (sockets) counts in a counter of its own; `sync`
+        // takes in its increases.
+        fi_info!(
+            Cntr,
+            "the core has no FI_PEER counters ({ret}); rscntr reads a core counter"
+        );
+        attr.flags = 0;
+        out = std::ptr::null_mut();
+        // SAFETY: as above, without the peer context.
+        let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
+            (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut())
+        });
+        if ret != 0 || out.is_null() {
+            fi_warn!(
+                Cntr,
+                "the core cannot open a counter for rscntr to read: {ret}"
+            );
+            return Err(if ret != 0 { ret } else { err::EOTHER });
+        }
         Ok(out)
+    }
+}
+
+/// The core a bound counter counts for: pulled before every check of a wait, and slept on
+/// the way `layer::wait` chose for it.
+impl<B: Backing> Source for Cntr<B> {
+    fn pull(&self) {
+        self.sync(true);
+    }
+    fn wake(&self) -> Wake<'_> {
+        if !self.live() {
+            // Unbound, or bound to endpoints not enabled: nothing completes, only this
+            // counter's own ops (and the enable, which notifies) change anything.
+            return Wake::Notified;
+        }
+        match self.blocker.get() {
+            Some(CoreBlocker::Fd(b)) => Wake::Block(&**b),
+            Some(CoreBlocker::Cond(b)) => Wake::Block(b),
+            Some(CoreBlocker::Yield) | None => Wake::Yield,
+        }
     }
 }
 
 impl<B: Backing> Watched for Cntr<B> {
     fn poll(&self) -> bool {
         self.sync(true);
-        self.engine.counter().fd_armed()
+        self.engine.counter().signal_if_changed()
+    }
+    fn wake(&self) -> Wake<'_> {
+        Source::wake(self)
     }
 }
 
@@ -771,9 +1009,9 @@ unsafe extern "C" fn cntr_close<B: Backing>(fid: *mut ofi::fid) -> c_int {
             fi_warn!(Cntr, "counter is still bound to {bound} endpoint(s)/MR(s)");
             return err::EBUSY;
         }
-        if let Some(w) = cntr.home().watcher.get() {
-            w.unwatch(cntr as &dyn Watched);
-        }
+        // Off the watcher first: once this returns it neither polls the counter nor sleeps in
+        // its blocker.
+        watcher::unwatch(cntr.key());
         let core = cntr.core_cntr.load(Ordering::Acquire);
         if !core.is_null() {
             // SAFETY: the core counter was opened by open_core_cntr() and nothing else closes it.
@@ -808,7 +1046,7 @@ unsafe extern "C" fn cntr_control<B: Backing>(
         // SAFETY (every arm): `arg` is NULL or the out/in pointer type fi_cntr(3) documents for
         // the command; write_out and the explicit check reject NULL.
         ffi::status(match command as u32 {
-            ofi::FI_GETWAIT => match cntr.engine.counter().fd() {
+            ofi::FI_GETWAIT => match cntr.wait_set.as_ref().map(|ep| ep.as_raw_fd()).or(cntr.engine.counter().fd()) {
                 Some(fd) => unsafe { ffi::write_out(arg.cast::<c_int>(), fd, "wait fd") },
                 None => {
                     fi_warn!(Cntr, "FI_GETWAIT: the counter has no fd (open it with FI_WAIT_FD)");
@@ -902,11 +1140,7 @@ unsafe extern "C" fn cntr_wait<B: Backing>(
         };
         let timeout = Timeout::from_ms(timeout);
         let counter = cntr.engine.counter();
-        let result = if cntr.polled() {
-            wait_polled(counter, threshold, timeout, &mut || cntr.sync(true))
-        } else {
-            counter.wait(threshold, timeout)
-        };
+        let result = counter.wait_with(threshold, timeout, cntr);
         match result {
             Ok(()) => 0,
             Err(WaitError::TimedOut) => err::ETIMEDOUT,

@@ -17,10 +17,12 @@
 //! bounds the same sleep that `Timeout::Never` takes.
 #![cfg(loom)]
 
-use loom::sync::Arc;
-use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use rscntr::engine::{Counter, Timeout, TryWaitError, WaitError, WaitStrategy};
+use rscntr::engine::{
+    Blocker, Counter, EventFd, Source, Timeout, Token, TryWaitError, WaitError, WaitStrategy, Wake,
+};
 
 fn counter(s: WaitStrategy) -> Arc<Counter> {
     Arc::new(Counter::with_spin_limit(s, 0).expect("counter"))
@@ -255,4 +257,157 @@ fn fd_rearms_for_the_next_change() {
         },
         |c| c.read() < 2,
     );
+}
+
+// ---- Waiting on a counter that a source changes (a core provider, over a blocker) ----------
+
+/// A core provider in the model: operations its "progress" completes (`completed`), which a
+/// waiter takes into the counter by pulling, and the core's own blocking primitive, here a
+/// condition variable that the core notifies after each completion (as a socket's readiness
+/// or sockets' wait set does). The blocker is exact (no lost signal of its own), so a waiter
+/// that sleeps with nobody to wake it is a lost wakeup of the counter's leader protocol.
+struct ModelCore {
+    completed: AtomicU64,
+    seen: AtomicU64,
+    /// The interrupt generation, and the condition variable the core and interrupts notify.
+    generation: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl ModelCore {
+    fn new() -> Arc<Self> {
+        Arc::new(ModelCore {
+            completed: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
+            generation: Mutex::new(0),
+            cv: Condvar::new(),
+        })
+    }
+
+    /// The core completes one operation and wakes whoever blocks in it.
+    fn complete(&self) {
+        self.completed.fetch_add(1, SeqCst);
+        let _g = self.generation.lock().unwrap();
+        self.cv.notify_all();
+    }
+}
+
+impl Blocker for ModelCore {
+    fn prepare(&self) -> Token {
+        Token(*self.generation.lock().unwrap())
+    }
+    fn arm(&self) -> bool {
+        // Pending when the core completed something nobody pulled yet.
+        self.completed.load(SeqCst) == self.seen.load(SeqCst)
+    }
+    fn block(&self, token: Token, _kick: &EventFd, _until: Option<std::time::Instant>) {
+        let mut g = self.generation.lock().unwrap();
+        while *g == token.0 && self.completed.load(SeqCst) == self.seen.load(SeqCst) {
+            g = self.cv.wait(g).unwrap();
+        }
+    }
+    fn interrupt(&self, _kick: &EventFd) {
+        let mut g = self.generation.lock().unwrap();
+        *g += 1;
+        self.cv.notify_all();
+    }
+}
+
+/// The source of one counter: pulling takes the core's new completions into it.
+struct Bound<'a> {
+    core: &'a ModelCore,
+    counter: &'a Counter,
+}
+
+impl Source for Bound<'_> {
+    fn pull(&self) {
+        let now = self.core.completed.load(SeqCst);
+        let last = self.core.seen.swap(now, SeqCst);
+        if now > last {
+            self.counter.add(now - last).unwrap();
+        }
+    }
+    fn wake(&self) -> Wake<'_> {
+        Wake::Block(self.core)
+    }
+}
+
+fn wait_bound(c: &Counter, core: &ModelCore, threshold: u64) -> Result<(), WaitError> {
+    c.wait_with(threshold, Timeout::Never, &Bound { core, counter: c })
+}
+
+/// A completion of the core wakes the waiter blocked in the core, wherever it lands.
+#[test]
+fn a_core_completion_wakes_the_blocked_leader() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        let core = ModelCore::new();
+        let core2 = core.clone();
+        let progress = thread::spawn(move || core2.complete());
+        assert_eq!(wait_bound(&c, &core, 1), Ok(()));
+        progress.join().unwrap();
+        assert!(!c.has_waiters(), "the leader stayed registered");
+    });
+}
+
+/// A mutation through the counter (fi_cntr_add from another thread) interrupts a waiter
+/// blocked in the core, which nothing in the core would wake.
+#[test]
+fn an_add_interrupts_the_leader_blocked_in_the_core() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Fd);
+        let core = ModelCore::new();
+        let c2 = c.clone();
+        let adder = thread::spawn(move || c2.add(1).unwrap());
+        assert_eq!(wait_bound(&c, &core, 1), Ok(()));
+        adder.join().unwrap();
+    });
+}
+
+/// An error count changed after the wait began ends a wait blocked in the core.
+#[test]
+fn an_adderr_ends_a_wait_blocked_in_the_core() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        let core = ModelCore::new();
+        let started = Arc::new(AtomicBool::new(false));
+        let (c2, started2) = (c.clone(), started.clone());
+        let mutator = thread::spawn(move || {
+            while !started2.load(SeqCst) {
+                thread::yield_now();
+            }
+            c2.add_err(1).unwrap();
+        });
+        let source = Bound {
+            core: &core,
+            counter: &c,
+        };
+        let r = c.wait_with_observed(1, Timeout::Never, &source, || started.store(true, SeqCst));
+        assert_eq!(r, Err(WaitError::ErrorChanged));
+        mutator.join().unwrap();
+    });
+}
+
+/// Two waiters on one bound counter: one leads (blocks in the core), the other follows (on the
+/// listener). The leader leaves at its threshold and the follower must take over: the second
+/// completion is only seen by pulling, so a follower left asleep is a loom deadlock.
+#[test]
+fn a_follower_takes_over_when_the_leader_leaves() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let c = counter(WaitStrategy::Block);
+        let core = ModelCore::new();
+        let (c2, core2) = (c.clone(), core.clone());
+        let second = thread::spawn(move || wait_bound(&c2, &core2, 2));
+        let core3 = core.clone();
+        let progress = thread::spawn(move || {
+            core3.complete();
+            core3.complete();
+        });
+        assert_eq!(wait_bound(&c, &core, 1), Ok(()));
+        assert_eq!(second.join().unwrap(), Ok(()));
+        progress.join().unwrap();
+        assert!(!c.has_waiters());
+    });
 }

@@ -18,32 +18,43 @@
 //! `sync::store_load_order()`, a SeqCst fence under loom only (see there: loom models SeqCst
 //! accesses more weakly than Rust does), nothing otherwise.
 //!
-//! # Polled stores (hardware counters)
-//! A device moves a [`Store::POLLED`] store without telling anyone, so the protocol above covers
-//! only the mutations made through this `Counter` (they still wake waiters at once). For the
-//! rest, waiters poll:
-//! - `wait` spins, then yields a few times, then sleeps on the same listener with a deadline
-//!   that doubles from [`POLL_FIRST`] up to the counter's `poll_max`, re-reading the store after
-//!   each sleep. A change made by the device is seen at most `poll_max` (plus the kernel's timer
-//!   slack, 50 µs by default) after it became visible.
-//! - an fd armed by `trywait` is handed to the shared [`watcher`](super::watcher) thread, which
-//!   polls every armed polled counter on the same schedule and signals the eventfd when the
-//!   value or error count differs from what `trywait` saw. Unarmed counters are never polled.
+//! # Changes from outside: polled stores and sources
+//! Some counters change without a call through this `Counter`: a device moves a
+//! [`Store::POLLED`] store, and a core provider completes the operations of the endpoints a
+//! layered counter is bound to. [`Counter::wait_with`] takes the [`Source`] of such changes and
+//! sleeps the way it says ([`Wake`]): on the core's own blocking primitive, between bounded
+//! polls (a device), or yielding (a core with nothing to block on). Whatever the source, the
+//! mutations made through this `Counter` still wake every waiter at once.
+//!
+//! Over a [`Blocker`] one waiter at a time, the *leader*, sleeps in it; the others sleep on the
+//! listener as for a software counter, and the leader wakes them when it leaves so that one of
+//! them takes over. The leader registers first (`BLOCKED` in `wake`, the blocker it sleeps in
+//! beside it), takes the blocker's token, pulls and checks, arms, and only then blocks; a
+//! mutator that sees `BLOCKED` interrupts the blocker (the counter's `kick` eventfd, or the
+//! blocker's own wake-up). The same store-then-load argument as above shows no interrupt is
+//! lost, and the blocker's token and arming cover the changes the source makes itself.
+//!
+//! An fd armed by `trywait` on a polled store is handed to the shared
+//! [`watcher`](super::watcher) thread, which polls it on a doubling schedule up to the
+//! counter's `poll_max` and signals the eventfd when the value or error count differs from
+//! what `trywait` saw. Unarmed counters are never polled.
 //!
 //! Reads of a polled store may lag behind a mutation ("may not be immediately visible" in
 //! rdma-core's words); `wait` stays correct because it re-reads until the deadline, and the
 //! watcher compares against the values `trywait` actually read.
 
 use super::backoff::{DEFAULT_SPIN_LIMIT, PollNap};
+use super::source::{Blocker, Source, Unsourced, Wake};
 use super::store::{Atomics, Store, StoreError};
-use super::sync::{AtomicU32, AtomicU64, Mutex};
-use super::watcher::{self, Snap, Watched};
+use super::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex};
+use super::watcher::{self, Watched};
 use super::{Backoff, EventFd, Timeout};
 use event_listener::{Event, Listener};
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// The first sleep of a waiter polling a [`Store::POLLED`] store; each later one doubles.
@@ -102,7 +113,9 @@ pub enum TryWaitError {
 }
 
 const FD_ARMED: u32 = 1;
-const ONE_WAITER: u32 = 2;
+/// A leader sleeps in a source's blocker (`blocked_in`): mutations interrupt it.
+const BLOCKED: u32 = 2;
+const ONE_WAITER: u32 = 4;
 
 /// What `trywait` compares against to tell whether a change is pending.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -113,8 +126,16 @@ struct Snapshot {
     sets: u64,
 }
 
+/// The blocker a leader sleeps in, for mutators to interrupt. Set and cleared by the leader,
+/// whose borrow of the blocker outlives the time it is set.
+#[derive(Clone, Copy)]
+struct BlockedIn(*const dyn Blocker);
+// SAFETY: only dereferenced under `blocked_in`'s lock while the leader that set it is still
+// inside its wait (it clears the slot, under the same lock, before its borrow ends); a
+// Blocker is Sync.
+unsafe impl Send for BlockedIn {}
+
 /// A counter over a [`Store`]: software atomics by default, or a device's counter.
-#[derive(Debug)]
 pub struct Counter<S: Store = Atomics> {
     store: S,
     sets: AtomicU64,
@@ -124,9 +145,22 @@ pub struct Counter<S: Store = Atomics> {
     event: Event,
     fd: Option<EventFd>,
     armed_at: Mutex<Snapshot>,
-    /// This counter's own `Arc`, so `trywait` can hand a polled counter to the watcher.
-    /// Empty for counters not built by [`Counter::with_store`].
-    me: Weak<Self>,
+    /// One waiter at a time sleeps in a source's blocker (see the module doc).
+    leading: AtomicBool,
+    blocked_in: Mutex<Option<BlockedIn>>,
+    /// The leader's interrupt, made on first use (None if no fd could be made: the leader
+    /// then yields instead of blocking).
+    kick: OnceLock<Option<EventFd>>,
+}
+
+impl<S: Store> std::fmt::Debug for Counter<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counter")
+            .field("value", &self.read())
+            .field("errors", &self.read_err())
+            .field("strategy", &self.strategy)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Counter<Atomics> {
@@ -141,43 +175,26 @@ impl Counter<Atomics> {
             spin_limit,
             ..Tuning::default()
         };
-        Self::build(Atomics::default(), strategy, tuning, Weak::new())
+        Self::build(Atomics::default(), strategy, tuning)
     }
 }
 
 impl<S: Store> Counter<S> {
-    /// A counter over `store`, shared. Counters over a [`Store::POLLED`] store must be made
-    /// here: an armed fd is polled by the watcher thread, which holds a `Weak` to the counter.
+    /// A counter over `store`, shared. Counters over a [`Store::POLLED`] store are made here:
+    /// the watcher thread polls an armed one at its address, which an `Arc` keeps still.
     pub fn with_store(store: S, strategy: WaitStrategy, tuning: Tuning) -> io::Result<Arc<Self>> {
-        let fd = Self::make_fd(strategy)?;
         if S::POLLED && strategy == WaitStrategy::Fd {
             watcher::ensure_running()?;
         }
-        Ok(Arc::new_cyclic(|me| {
-            Self::assemble(store, strategy, tuning, fd, me.clone())
-        }))
+        Self::build(store, strategy, tuning).map(Arc::new)
     }
 
-    fn build(store: S, strategy: WaitStrategy, tuning: Tuning, me: Weak<Self>) -> io::Result<Self> {
-        let fd = Self::make_fd(strategy)?;
-        Ok(Self::assemble(store, strategy, tuning, fd, me))
-    }
-
-    fn make_fd(strategy: WaitStrategy) -> io::Result<Option<EventFd>> {
-        Ok(match strategy {
+    fn build(store: S, strategy: WaitStrategy, tuning: Tuning) -> io::Result<Self> {
+        let fd = match strategy {
             WaitStrategy::Fd => Some(EventFd::new()?),
             _ => None,
-        })
-    }
-
-    fn assemble(
-        store: S,
-        strategy: WaitStrategy,
-        tuning: Tuning,
-        fd: Option<EventFd>,
-        me: Weak<Self>,
-    ) -> Self {
-        Counter {
+        };
+        Ok(Counter {
             store,
             sets: AtomicU64::new(0),
             wake: AtomicU32::new(0),
@@ -189,8 +206,10 @@ impl<S: Store> Counter<S> {
             event: Event::new(),
             fd,
             armed_at: Mutex::new(Snapshot::default()),
-            me,
-        }
+            leading: AtomicBool::new(false),
+            blocked_in: Mutex::new(None),
+            kick: OnceLock::new(),
+        })
     }
 
     pub fn strategy(&self) -> WaitStrategy {
@@ -199,6 +218,11 @@ impl<S: Store> Counter<S> {
 
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The longest a waiter sleeps between two polls of a polled store.
+    pub fn poll_max(&self) -> Duration {
+        self.tuning.poll_max
     }
 
     #[inline]
@@ -241,6 +265,16 @@ impl<S: Store> Counter<S> {
         r
     }
 
+    /// Wakes every waiter to look again, without a change of value: the source changed how it
+    /// can be waited on (the endpoints of a bound counter were enabled).
+    pub fn notify_waiters(&self) {
+        super::sync::store_load_order();
+        let w = self.wake.load(SeqCst) & !FD_ARMED;
+        if w != 0 {
+            self.wake_slow(w);
+        }
+    }
+
     #[inline]
     fn wake_waiters(&self) {
         super::sync::store_load_order();
@@ -259,6 +293,13 @@ impl<S: Store> Counter<S> {
         {
             fd.signal();
         }
+        if w & BLOCKED != 0 {
+            let blocked_in = self.blocked_in.lock();
+            if let (Some(b), Some(Some(kick))) = (*blocked_in, self.kick.get()) {
+                // SAFETY: see BlockedIn: the leader is inside its wait while the slot is set.
+                unsafe { &*b.0 }.interrupt(kick);
+            }
+        }
         if w >= ONE_WAITER {
             self.event.notify(usize::MAX);
         }
@@ -268,7 +309,19 @@ impl<S: Store> Counter<S> {
     /// (`ErrorChanged`), or the timeout passes (`TimedOut`). The threshold is checked first.
     #[inline]
     pub fn wait(&self, threshold: u64, timeout: Timeout) -> Result<(), WaitError> {
-        self.wait_inner(threshold, timeout, || {})
+        self.wait_inner(threshold, timeout, &Unsourced, || {})
+    }
+
+    /// [`Counter::wait`] for a counter that `source` also changes: pulls it before every
+    /// check and sleeps the way it says (see the module doc).
+    #[inline]
+    pub fn wait_with(
+        &self,
+        threshold: u64,
+        timeout: Timeout,
+        source: &dyn Source,
+    ) -> Result<(), WaitError> {
+        self.wait_inner(threshold, timeout, source, || {})
     }
 
     /// [`Counter::wait`], calling `started` right after the wait has read the error count it
@@ -283,7 +336,31 @@ impl<S: Store> Counter<S> {
         timeout: Timeout,
         started: impl FnOnce(),
     ) -> Result<(), WaitError> {
-        self.wait_inner(threshold, timeout, started)
+        self.wait_inner(threshold, timeout, &Unsourced, started)
+    }
+
+    /// [`Counter::wait_with`] with the `started` hook of [`Counter::wait_observed`].
+    #[doc(hidden)]
+    pub fn wait_with_observed(
+        &self,
+        threshold: u64,
+        timeout: Timeout,
+        source: &dyn Source,
+        started: impl FnOnce(),
+    ) -> Result<(), WaitError> {
+        self.wait_inner(threshold, timeout, source, started)
+    }
+
+    /// How to sleep for `source`, with a polled store's own bound on every sleep.
+    fn wake_for<'a>(&self, source: &'a dyn Source) -> Wake<'a> {
+        if self.strategy == WaitStrategy::Yield {
+            return Wake::Yield;
+        }
+        match source.wake() {
+            Wake::Notified if S::POLLED => Wake::After(self.tuning.poll_max),
+            Wake::After(d) if S::POLLED => Wake::After(d.min(self.tuning.poll_max)),
+            w => w,
+        }
     }
 
     #[inline]
@@ -291,6 +368,7 @@ impl<S: Store> Counter<S> {
         &self,
         threshold: u64,
         timeout: Timeout,
+        source: &dyn Source,
         started: impl FnOnce(),
     ) -> Result<(), WaitError> {
         if self.strategy == WaitStrategy::None {
@@ -299,6 +377,7 @@ impl<S: Store> Counter<S> {
         let errors_at_start = self.read_err();
         started();
         let check = || -> Option<Result<(), WaitError>> {
+            source.pull();
             if self.read() >= threshold {
                 Some(Ok(()))
             } else if self.read_err() != errors_at_start {
@@ -318,31 +397,34 @@ impl<S: Store> Counter<S> {
         let mut backoff = Backoff::new(self.tuning.spin_limit);
         let mut nap = PollNap::new(POLL_FIRST, self.tuning.poll_max);
         loop {
-            let must_sleep = self.strategy != WaitStrategy::Yield && backoff.is_spun_out();
-            if must_sleep && S::POLLED && nap.should_yield() {
-                // Between spinning and sleeping: a device-side change is often only a few
-                // microseconds away, and a futex sleep costs at least the timer slack.
-                super::sync::yield_now();
-                if let Some(done) = check() {
-                    return done;
-                }
-            } else if must_sleep {
-                // A polled store may change with nobody to notify us: sleep only until the
-                // next poll. A software store is always notified: sleep until the deadline.
-                let until = if S::POLLED {
-                    let poll_at = Instant::now() + nap.next_sleep();
-                    Some(deadline.map_or(poll_at, |d| d.min(poll_at)))
-                } else {
-                    deadline
-                };
-                if let Some(done) = self.sleep(&check, until) {
-                    return done;
-                }
-            } else {
+            let outcome = if !backoff.is_spun_out() {
                 backoff.snooze();
-                if let Some(done) = check() {
-                    return done;
+                check()
+            } else {
+                match self.wake_for(source) {
+                    Wake::Yield => {
+                        super::sync::yield_now();
+                        check()
+                    }
+                    Wake::Notified => self.sleep(&check, &|| false, deadline),
+                    Wake::After(max) => {
+                        if nap.should_yield() {
+                            // Between spinning and sleeping: a device-side change is often
+                            // only a few microseconds away, and a futex sleep costs at least
+                            // the timer slack.
+                            super::sync::yield_now();
+                            check()
+                        } else {
+                            let poll_at = Instant::now() + nap.next_sleep().min(max);
+                            let until = deadline.map_or(poll_at, |d| d.min(poll_at));
+                            self.sleep(&check, &|| false, Some(until))
+                        }
+                    }
+                    Wake::Block(b) => self.block_in(b, &check, deadline),
                 }
+            };
+            if let Some(done) = outcome {
+                return done;
             }
             if expired() {
                 return Err(WaitError::TimedOut);
@@ -350,11 +432,13 @@ impl<S: Store> Counter<S> {
         }
     }
 
-    /// One registered sleep: returns the result if the condition was met, `None` on a wakeup
-    /// that leaves it unmet (the caller re-checks the deadline and sleeps again).
+    /// One registered sleep on the listener: returns the result if the condition was met,
+    /// `None` on a wakeup that leaves it unmet or when `stop_early` holds (the caller re-checks
+    /// the deadline and decides again).
     fn sleep(
         &self,
         check: &dyn Fn() -> Option<Result<(), WaitError>>,
+        stop_early: &dyn Fn() -> bool,
         deadline: Option<Instant>,
     ) -> Option<Result<(), WaitError>> {
         self.wake.fetch_add(ONE_WAITER, SeqCst);
@@ -362,6 +446,7 @@ impl<S: Store> Counter<S> {
         let listener = self.event.listen();
         let result = match check() {
             Some(done) => Some(done),
+            None if stop_early() => None,
             None => {
                 match deadline {
                     Some(d) => {
@@ -373,6 +458,66 @@ impl<S: Store> Counter<S> {
             }
         };
         self.wake.fetch_sub(ONE_WAITER, SeqCst);
+        result
+    }
+
+    /// Sleeps in `b` as the leader, or on the listener as a follower while another thread
+    /// leads (it wakes the followers when it leaves).
+    fn block_in(
+        &self,
+        b: &dyn Blocker,
+        check: &dyn Fn() -> Option<Result<(), WaitError>>,
+        deadline: Option<Instant>,
+    ) -> Option<Result<(), WaitError>> {
+        if self.leading.swap(true, SeqCst) {
+            super::sync::store_load_order();
+            return self.sleep(check, &|| !self.leading.load(SeqCst), deadline);
+        }
+        let Some(kick) = self.kick.get_or_init(|| EventFd::new().ok()).as_ref() else {
+            // No fd to be interrupted by: yield between pulls instead.
+            self.leading.swap(false, SeqCst);
+            super::sync::yield_now();
+            return check();
+        };
+        // SAFETY (lifetime erasure): the slot is cleared below, before `b`'s borrow ends.
+        let erased: *const (dyn Blocker + 'static) =
+            unsafe { std::mem::transmute::<*const dyn Blocker, _>(b as *const dyn Blocker) };
+        *self.blocked_in.lock() = Some(BlockedIn(erased));
+        self.wake.fetch_or(BLOCKED, SeqCst);
+        super::sync::store_load_order();
+        let cap = S::POLLED.then_some(self.tuning.poll_max);
+        let result = loop {
+            kick.drain();
+            let token = b.prepare();
+            if let Some(done) = check() {
+                break Some(done);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                break None;
+            }
+            if !b.arm() {
+                // Something is pending in the source: pull it in first.
+                continue;
+            }
+            let until = match (deadline, cap) {
+                (Some(d), Some(c)) => Some(d.min(now + c)),
+                (d, None) => d,
+                (None, Some(c)) => Some(now + c),
+            };
+            b.block(token, kick, until);
+        };
+        self.wake.fetch_and(!BLOCKED, SeqCst);
+        *self.blocked_in.lock() = None;
+        // An RMW, not a store: it must come after, in the flag's modification order, every
+        // follower's swap that saw this thread lead (loom places a plain store before a swap
+        // that ran earlier and read the older value, and then a follower never leads).
+        self.leading.swap(false, SeqCst);
+        super::sync::store_load_order();
+        if self.wake.load(SeqCst) >= ONE_WAITER {
+            // A follower takes over.
+            self.event.notify(usize::MAX);
+        }
         result
     }
 
@@ -391,40 +536,58 @@ impl<S: Store> Counter<S> {
     /// the fd when it sees the device move the value or the error count.
     pub fn trywait(&self) -> Result<(), TryWaitError> {
         let fd = self.fd.as_ref().ok_or(TryWaitError::NoFd)?;
-        let mut armed_at = self.armed_at.lock();
         if S::POLLED {
             // The watcher must not poll against the previous snapshot once the fd is drained
             // and re-armed (it would signal a change this call is about to report anyway).
+            // Before taking `armed_at`: the watcher takes it while holding its own lock.
             watcher::unwatch(self.key());
         }
-        fd.drain();
-        self.wake.fetch_or(FD_ARMED, SeqCst);
-        super::sync::store_load_order();
-        let now = Snapshot {
+        let pending = {
+            let mut armed_at = self.armed_at.lock();
+            fd.drain();
+            self.wake.fetch_or(FD_ARMED, SeqCst);
+            super::sync::store_load_order();
+            let now = self.snapshot();
+            let pending = now != *armed_at;
+            *armed_at = now;
+            pending
+        };
+        if S::POLLED {
+            // FD_ARMED is set first: the watcher drops entries whose bit is clear.
+            // SAFETY: the counter takes itself off the watcher before it is freed (Drop).
+            unsafe { watcher::watch(self.key(), self.as_watched()) };
+        }
+        if pending {
+            Err(TryWaitError::Pending)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
             sets: self.sets.load(SeqCst),
             value: self.read(),
             errors: self.read_err(),
-        };
-        if S::POLLED {
-            // Set FD_ARMED first, then register: the watcher drops entries whose bit is clear.
-            debug_assert!(
-                self.me.strong_count() > 0,
-                "polled counter not built by with_store"
-            );
-            let me: Weak<dyn Watched> = self.me.clone();
-            watcher::watch(
-                self.key(),
-                me,
-                Snap(now.value, now.errors),
-                self.tuning.poll_max,
-            );
         }
-        if now == *armed_at {
-            Ok(())
-        } else {
-            *armed_at = now;
-            Err(TryWaitError::Pending)
+    }
+
+    /// For an fd armed by `trywait`: signals it if the value, error count or sets differ from
+    /// what `trywait` saw. True while it stays armed and unsignalled.
+    pub fn signal_if_changed(&self) -> bool {
+        if self.wake.load(SeqCst) & FD_ARMED == 0 {
+            // A mutation through this counter signalled the fd already.
+            return false;
         }
+        if self.snapshot() == *self.armed_at.lock() {
+            return true;
+        }
+        if self.wake.fetch_and(!FD_ARMED, SeqCst) & FD_ARMED != 0
+            && let Some(fd) = &self.fd
+        {
+            fd.signal();
+        }
+        false
     }
 
     /// True while the (model) eventfd has an unread signal: what `poll()` would report.
@@ -442,22 +605,22 @@ impl<S: Store> Counter<S> {
         self as *const Self as usize
     }
 
+    fn as_watched(&self) -> *const (dyn Watched + 'static) {
+        watcher::target_of(self)
+    }
+
     /// Takes this counter off the watcher, waiting for a poll in progress to finish, so that
-    /// its store can be torn down. Returns what to pass to [`Counter::rewatch`] if the
-    /// teardown fails and the counter lives on.
-    pub fn unwatch(&self) -> Option<Snap> {
-        if S::POLLED {
-            watcher::unwatch(self.key())
-        } else {
-            None
-        }
+    /// its store can be torn down. Returns whether it was armed, to pass to
+    /// [`Counter::rewatch`] if the teardown fails and the counter lives on.
+    pub fn unwatch(&self) -> bool {
+        S::POLLED && watcher::unwatch(self.key())
     }
 
     /// Undoes [`Counter::unwatch`].
-    pub fn rewatch(&self, snap: Option<Snap>) {
-        if let Some(snap) = snap {
-            let me: Weak<dyn Watched> = self.me.clone();
-            watcher::watch(self.key(), me, snap, self.tuning.poll_max);
+    pub fn rewatch(&self, armed: bool) {
+        if armed {
+            // SAFETY: as in trywait.
+            unsafe { watcher::watch(self.key(), self.as_watched()) };
         }
     }
 
@@ -467,20 +630,23 @@ impl<S: Store> Counter<S> {
     }
 }
 
+impl<S: Store> Drop for Counter<S> {
+    fn drop(&mut self) {
+        if S::POLLED && self.fd.is_some() {
+            watcher::unwatch(self.key());
+        }
+    }
+}
+
 impl<S: Store> Watched for Counter<S> {
-    fn poll(&self, armed_at: Snap) -> bool {
-        if self.wake.load(SeqCst) & FD_ARMED == 0 {
-            // A mutation through this counter signalled the fd already.
-            return false;
+    fn poll(&self) -> bool {
+        self.signal_if_changed()
+    }
+    fn wake(&self) -> Wake<'_> {
+        if S::POLLED {
+            Wake::After(self.tuning.poll_max)
+        } else {
+            Wake::Notified
         }
-        if Snap(self.read(), self.read_err()) == armed_at {
-            return true;
-        }
-        if self.wake.fetch_and(!FD_ARMED, SeqCst) & FD_ARMED != 0
-            && let Some(fd) = &self.fd
-        {
-            fd.signal();
-        }
-        false
     }
 }

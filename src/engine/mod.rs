@@ -1,13 +1,14 @@
 //! The counter engine: counters, their wait strategies and the wake protocol.
 //!
 //! Nothing in here knows about libfabric or rdma-core: a device counter comes in as a [`Store`]
-//! implemented by the verbs layer (`crate::verbs`). The provider glue (`crate::cntr`) maps these types and
+//! implemented by the verbs layer (`crate::verbs`), a core provider that counts for a bound
+//! counter as a [`Source`] implemented by the provider glue, which also maps these types and
 //! errors onto `fid_cntr` and `-FI_E*` values, so the engine can be tested on its own.
 
 pub mod backoff;
 mod counter;
 mod eventfd;
-mod polled;
+pub mod source;
 pub mod store;
 mod sync;
 pub mod watcher;
@@ -17,7 +18,7 @@ pub use counter::{
     Counter, DEFAULT_POLL_MAX, POLL_FIRST, TryWaitError, Tuning, WaitError, WaitStrategy,
 };
 pub use eventfd::EventFd;
-pub use polled::{MAX_POLL_INTERVAL, wait_polled};
+pub use source::{Blocker, Source, Token, Unsourced, Wake};
 pub use store::{Atomics, Store, StoreError};
 
 use std::time::{Duration, Instant};

@@ -1,19 +1,32 @@
 //! The synchronisation primitives the engine's wake protocol is built from, in one place so
 //! that `--cfg loom` can swap them for loom's model-checked ones (`tests/loom_wait.rs`).
-//! Normal builds get std's atomics, parking_lot's mutex, real spins and yields; nothing here
+//! Normal builds get std's atomics and mutex, real spins and yields; nothing here
 //! costs anything over using those directly. (`event_listener`, the engine's sleep/notify,
 //! switches to loom by itself under `cfg(loom)` with its `loom` feature, enabled in
 //! Cargo.toml for that cfg only.)
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
-/// A mutex whose `lock` cannot fail (parking_lot's; loom's, unwrapped, under loom).
+/// A mutex whose `lock` cannot fail: std's (a panic while holding it leaves nothing
+/// half-updated, so poisoning is ignored), loom's under loom. Not parking_lot's: a parked
+/// thread makes it allocate a process-wide table that would outlive the DSO.
 #[cfg(not(loom))]
-pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
+
+#[cfg(not(loom))]
+impl<T> Mutex<T> {
+    pub(crate) const fn new(v: T) -> Self {
+        Mutex(std::sync::Mutex::new(v))
+    }
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 #[cfg(loom)]
 #[derive(Debug)]

@@ -1,68 +1,106 @@
-//! The one thread that polls armed fds of counters over polled stores (hardware counters).
+//! The one thread that makes armed fds fire for counters whose changes nobody announces.
 //!
-//! A device raises no event when it moves a counter, yet an application that armed a counter's
-//! fd with `fi_trywait` and sleeps in `poll()` must be woken. Rather than a thread per counter,
-//! one process-wide watcher polls every armed polled counter: it is started with the first
-//! polled FD counter, parks on a condition variable while nothing is armed (no CPU, no timer),
-//! and otherwise polls on a schedule that starts at [`WATCH_FIRST`] after each arming and
-//! doubles up to the smallest `poll_max` among the armed counters. When it sees the value or
-//! error count differ from what `trywait` read, it signals the eventfd and forgets the counter
-//! (one signal per arming, like a software mutation). Counters that nobody armed are never
-//! looked at.
+//! An application that armed a counter's fd with `fi_trywait` sleeps in `poll()`; when the
+//! counter's [`Source`](super::Source) changes it without a call through the counter (a device
+//! counting, a core provider completing operations that only its progress reveals), someone
+//! must notice and signal the fd. Rather than a thread per counter, one process-wide watcher
+//! serves every armed counter whose fd cannot fire by itself, sleeping the way the counters'
+//! sources say ([`Wake`]):
+//! - [`Wake::Block`]: in the source's own blocker (a core's condition variable), woken by the
+//!   core's completions, by a new arming and by a counter leaving;
+//! - [`Wake::After`]: on a doubling schedule from [`WATCH_FIRST`] up to the smallest bound
+//!   among the armed counters (device counters);
+//! - [`Wake::Yield`]: yielding between passes, for a core with nothing to block on (shm),
+//!   as the core's own waiters do, only while such a counter is armed.
 //!
-//! The thread polls while holding the registry lock, so [`unwatch`] returning means no poll of
-//! that counter is running or will run: the caller may then tear the device counter down.
+//! With nothing armed it parks on a condition variable: no CPU, no timer. Each pass polls every
+//! armed counter (which pulls its source and compares with what `trywait` saw); a counter that
+//! changed has its fd signalled and is forgotten (one signal per arming, like a mutation).
+//!
+//! Counters are held by address: a counter calls [`unwatch`] before it is freed, and
+//! `unwatch` returns only once the thread neither polls it nor sleeps in its blocker.
 
-use parking_lot::{Condvar, Mutex};
+use super::EventFd;
+use super::source::{Blocker, Wake};
 use std::io;
-use std::sync::Weak;
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The first pause of the watcher after a counter is armed; it doubles from there.
 pub const WATCH_FIRST: Duration = Duration::from_micros(1);
+/// With more than one armed counter to block for, the thread sleeps in the first one's
+/// blocker and re-polls the others at least this often.
+pub const SHARED_BLOCK_MAX: Duration = Duration::from_millis(1);
 
-/// What `trywait` read when it armed the fd: (value, error count).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Snap(pub u64, pub u64);
-
-/// A counter the watcher can poll.
-pub(crate) trait Watched: Send + Sync {
-    /// Polls once against the values read at arming. True to keep watching; false once the fd
-    /// was signalled (by this poll or by a mutation in between).
-    fn poll(&self, armed_at: Snap) -> bool;
+/// A counter the watcher can make fire.
+pub trait Watched: Sync {
+    /// Pulls the counter's source and compares with what `trywait` saw; signals the fd and
+    /// returns false once it fired (by this poll or by a mutation in between).
+    fn poll(&self) -> bool;
+    /// How the thread may sleep until this counter may have changed.
+    fn wake(&self) -> Wake<'_>;
 }
 
 struct Entry {
     key: usize,
-    target: Weak<dyn Watched>,
-    armed_at: Snap,
-    poll_max: Duration,
+    target: *const dyn Watched,
 }
+
+#[derive(Clone, Copy)]
+struct BlockerRef(*const dyn Blocker);
 
 struct State {
     entries: Vec<Entry>,
     thread: Option<JoinHandle<()>>,
-    /// A counter was armed since the last poll: restart the fast schedule.
-    kick: bool,
+    /// A counter was armed since the last pass: restart the fast schedule, look again.
+    restart: bool,
     shutdown: bool,
     /// Polling passes made so far (tests check that a parked watcher makes none).
     passes: u64,
+    /// The counter whose blocker the thread sleeps in (with the lock released), and that
+    /// blocker.
+    blocking: Option<(usize, BlockerRef)>,
 }
+
+// SAFETY: the pointers in State are only dereferenced by the watcher thread and by
+// arm/unwatch, under the lock or while `blocking` names them; a counter unwatches itself,
+// which waits for the thread to leave it, before it is freed.
+unsafe impl Send for State {}
 
 static STATE: Mutex<State> = Mutex::new(State {
     entries: Vec::new(),
     thread: None,
-    kick: false,
+    restart: false,
     shutdown: false,
     passes: 0,
+    blocking: None,
 });
 static WAKE: Condvar = Condvar::new();
+/// Signalled when the thread leaves a blocker.
+static LEFT: Condvar = Condvar::new();
+/// The thread's interrupt for fd blockers (None if no fd could be made).
+static KICK: OnceLock<Option<EventFd>> = OnceLock::new();
 
-/// Starts the watcher thread if it is not running. Called when a polled FD counter is made, so
-/// that a failure to start it is reported there rather than lost in `trywait`.
+/// The registry, whatever a panicking holder left (nothing here is left half-updated).
+/// std's primitives, not parking_lot's: parking allocates a process-wide table that would
+/// outlive the DSO.
+fn lock() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn wait(st: MutexGuard<'static, State>) -> MutexGuard<'static, State> {
+    WAKE.wait(st).unwrap_or_else(|e| e.into_inner())
+}
+
+fn kick() -> Option<&'static EventFd> {
+    KICK.get_or_init(|| EventFd::new().ok()).as_ref()
+}
+
+/// Starts the watcher thread if it is not running. Called when a counter that will need it is
+/// made, so that a failure to start it is reported there rather than lost in `trywait`.
 pub fn ensure_running() -> io::Result<()> {
-    let mut st = STATE.lock();
+    let mut st = lock();
     start(&mut st)
 }
 
@@ -77,57 +115,101 @@ fn start(st: &mut State) -> io::Result<()> {
     Ok(())
 }
 
-/// Arms (or re-arms with a new snapshot) the counter `key`.
-pub(crate) fn watch(key: usize, target: Weak<dyn Watched>, armed_at: Snap, poll_max: Duration) {
-    let mut st = STATE.lock();
-    match st.entries.iter_mut().find(|e| e.key == key) {
-        Some(e) => {
-            e.target = target;
-            e.armed_at = armed_at;
-            e.poll_max = poll_max;
-        }
-        None => st.entries.push(Entry {
-            key,
-            target,
-            armed_at,
-            poll_max,
-        }),
+/// Wakes the thread out of the blocker it sleeps in, if any.
+fn interrupt(st: &State) {
+    if let (Some((_, b)), Some(k)) = (st.blocking, kick()) {
+        // SAFETY: `blocking` names a counter that has not been unwatched (unwatch waits for
+        // the thread to leave it), so its blocker is alive.
+        unsafe { &*b.0 }.interrupt(k);
     }
-    st.kick = true;
-    // Started already by ensure_running unless shut down since; a failure here leaves the
-    // fd to be signalled by software mutations only, which is all that is left after shutdown.
-    let _ = start(&mut st);
-    WAKE.notify_one();
 }
 
-/// Forgets the counter `key`; returns its snapshot if it was armed.
-pub(crate) fn unwatch(key: usize) -> Option<Snap> {
-    let mut st = STATE.lock();
-    let i = st.entries.iter().position(|e| e.key == key)?;
-    Some(st.entries.swap_remove(i).armed_at)
+/// `target` as the watcher holds it: by address, without its lifetime (what keeps it valid is
+/// [`watch`]'s contract).
+pub fn target_of<'a>(target: &'a (dyn Watched + 'a)) -> *const (dyn Watched + 'static) {
+    let p: *const (dyn Watched + 'a) = target;
+    // SAFETY: a change of lifetime only; nothing is dereferenced here.
+    unsafe { std::mem::transmute::<*const (dyn Watched + 'a), *const (dyn Watched + 'static)>(p) }
+}
+
+/// Arms (or re-arms) the counter `key`, whose fd the thread makes fire.
+///
+/// # Safety
+/// `target` stays valid until [`unwatch`]`(key)` returns.
+pub unsafe fn watch(key: usize, target: *const dyn Watched) {
+    let mut st = lock();
+    match st.entries.iter_mut().find(|e| e.key == key) {
+        Some(e) => e.target = target,
+        None => st.entries.push(Entry { key, target }),
+    }
+    st.restart = true;
+    // Started already by ensure_running unless shut down since; a failure here leaves the
+    // fd to be signalled by mutations only, which is all that is left after shutdown.
+    let _ = start(&mut st);
+    WAKE.notify_one();
+    interrupt(&st);
+}
+
+/// Forgets the counter `key`; returns whether it was armed. Once this returns, the thread
+/// neither polls it nor sleeps in its blocker.
+pub fn unwatch(key: usize) -> bool {
+    let mut st = lock();
+    let found = match st.entries.iter().position(|e| e.key == key) {
+        Some(i) => {
+            st.entries.swap_remove(i);
+            true
+        }
+        None => false,
+    };
+    while st.blocking.is_some_and(|(k, _)| k == key) {
+        interrupt(&st);
+        st = LEFT.wait(st).unwrap_or_else(|e| e.into_inner());
+    }
+    found
 }
 
 /// Stops the thread and forgets every armed counter (the provider is being unloaded: the
 /// thread must not outlive the code it runs).
 pub fn shutdown() {
     let handle = {
-        let mut st = STATE.lock();
+        let mut st = lock();
         st.shutdown = true;
         // freed, not just emptied: the DSO may be unloaded next
         st.entries = Vec::new();
         WAKE.notify_all();
+        interrupt(&st);
         st.thread.take()
     };
     if let Some(h) = handle {
         let _ = h.join();
     }
-    STATE.lock().shutdown = false;
+    lock().shutdown = false;
 }
 
 /// (armed counters, thread started, polling passes so far): for tests and diagnostics.
 pub fn stats() -> (usize, bool, u64) {
-    let st = STATE.lock();
+    let st = lock();
     (st.entries.len(), st.thread.is_some(), st.passes)
+}
+
+/// The first armed counter that sleeps in a blocker, and how many do.
+fn first_blocker(st: &State) -> (Option<(usize, BlockerRef)>, usize) {
+    let mut first = None;
+    let mut count = 0;
+    for e in &st.entries {
+        // SAFETY: armed counters are alive (see State).
+        if let Wake::Block(b) = unsafe { (*e.target).wake() } {
+            count += 1;
+            if first.is_none() {
+                // SAFETY (lifetime erasure): used only while the entry stays armed or
+                // `blocking` names it (see unwatch).
+                let b: *const (dyn Blocker + 'static) =
+                    unsafe { std::mem::transmute::<*const dyn Blocker, _>(b) };
+                first = Some((e.key, BlockerRef(b)));
+            }
+        }
+    }
+    (first, count)
 }
 
 fn run() {
@@ -139,27 +221,87 @@ fn run() {
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong)
     };
-    let mut st = STATE.lock();
+    let mut st = lock();
     let mut next = WATCH_FIRST;
     loop {
         if st.shutdown {
             return;
         }
         if st.entries.is_empty() {
-            WAKE.wait(&mut st);
+            st = wait(st);
             continue;
         }
-        if std::mem::take(&mut st.kick) {
+        if std::mem::take(&mut st.restart) {
             next = WATCH_FIRST;
         }
-        st.entries
-            .retain(|e| e.target.upgrade().is_some_and(|t| t.poll(e.armed_at)));
+        // The token comes before the pass: a change the pass misses interrupts the block.
+        let (block, _) = first_blocker(&st);
+        let kick = kick();
+        if let Some(k) = kick {
+            k.drain();
+        }
+        // SAFETY: the blocker of an armed counter (see first_blocker).
+        let token = block.map(|(_, b)| unsafe { &*b.0 }.prepare());
+        // SAFETY: armed counters are alive (see State).
+        st.entries.retain(|e| unsafe { (*e.target).poll() });
         st.passes += 1;
-        let Some(cap) = st.entries.iter().map(|e| e.poll_max).min() else {
+        if st.entries.is_empty() {
             continue;
+        }
+        let mut yields = false;
+        let mut cap: Option<Duration> = None;
+        for e in &st.entries {
+            // SAFETY: as above.
+            match unsafe { (*e.target).wake() } {
+                Wake::Yield => yields = true,
+                Wake::After(d) => cap = Some(cap.map_or(d, |c| c.min(d))),
+                Wake::Block(_) | Wake::Notified => {}
+            }
+        }
+        if yields {
+            drop(st);
+            std::thread::yield_now();
+            st = lock();
+            continue;
+        }
+        let (still, blockers) = first_blocker(&st);
+        let mut pause = cap.map(|c| {
+            let p = next.min(c);
+            next = (next * 2).min(c);
+            p
+        });
+        if let (Some((key, b)), Some(token), Some(k)) = (block, token, kick)
+            && still.is_some_and(|(k2, _)| k2 == key)
+        {
+            // SAFETY: the blocker of an armed counter.
+            let blocker = unsafe { &*b.0 };
+            if !blocker.arm() {
+                continue;
+            }
+            if blockers > 1 {
+                pause = Some(pause.map_or(SHARED_BLOCK_MAX, |p| p.min(SHARED_BLOCK_MAX)));
+            }
+            st.blocking = Some((key, b));
+            let until = pause.map(|p| Instant::now() + p);
+            drop(st);
+            blocker.block(token, k, until);
+            st = lock();
+            st.blocking = None;
+            LEFT.notify_all();
+            continue;
+        }
+        if still.is_some() {
+            // The counter blocked for fired, or no kick: look again soon.
+            pause = Some(pause.map_or(SHARED_BLOCK_MAX, |p| p.min(SHARED_BLOCK_MAX)));
+        }
+        st = match pause {
+            Some(p) => {
+                WAKE.wait_timeout(st, p)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+            // Only counters that their own mutations signal: wait for a new arming.
+            None => wait(st),
         };
-        let pause = next.min(cap);
-        next = (next * 2).min(cap);
-        WAKE.wait_for(&mut st, pause);
     }
 }

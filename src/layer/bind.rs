@@ -228,7 +228,9 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         crate::fi_info!(EpCtrl, "bound an rscntr counter to core {} fid class {class} with flags {:#x}{}",
             b.core, flags, describe_flags(flags));
         let mut bound = b.bound.lock();
-        c.bound(bound.enabled);
+        // An endpoint enabled before this bind (MRs count as enabled from the start).
+        let late = bound.enabled && b.ep_ops.is_some();
+        c.bound(bound.enabled, late);
         bound.cntrs.push(c as *const dyn AnyCntr);
         0
     }

@@ -1,13 +1,14 @@
 //! Completion-queue wait objects a core lacks: tcp and rxm CQs refuse FI_WAIT_YIELD, shm CQs
 //! refuse FI_WAIT_FD. rscntr then opens the core CQ without a wait object and provides the
-//! requested one itself: `fi_cq_sread` polls the core CQ (driving its progress) with a bounded
-//! back-off, and an FD CQ gets an eventfd that rscntr's watcher makes readable as soon as the
-//! core CQ has an entry, after `fi_trywait` armed it. Reads, writes and everything else stay
-//! the core's own.
+//! requested one itself: `fi_cq_sread` reads the core CQ (driving its progress) after a short
+//! spin, yielding between reads (what FI_WAIT_YIELD asks for, and what shm's own waits do),
+//! and an FD CQ gets an eventfd that the engine's fd watcher makes readable as soon as the
+//! core CQ has an entry, after `fi_trywait` armed it (yielding between polls, as shm's waits
+//! do, only while armed). Reads, writes and everything else stay the core's own.
 
-use super::watcher::Watched;
 use crate::cntr::CntrHome;
-use crate::engine::{Backoff, EventFd, MAX_POLL_INTERVAL};
+use crate::engine::watcher::{self, Watched};
+use crate::engine::{Backoff, EventFd, Wake};
 use crate::ffi::{self, err};
 use crate::testhook::{self, Op};
 use crate::{fi_info, fi_warn, ofi};
@@ -126,6 +127,10 @@ impl LayeredCq {
         unsafe { &*((*fid).ops as *const LayeredCq) }
     }
 
+    fn key(&self) -> usize {
+        self as *const Self as usize
+    }
+
     fn orig(&self) -> &ofi::fi_ops_cq {
         // SAFETY: the core's static table.
         unsafe { &*self.orig_ops }
@@ -167,10 +172,16 @@ pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
     // SAFETY: the home outlives its CQs.
     let home = unsafe { &*l.home };
     if home.watcher_may_progress() {
-        home.watcher().watch(l as &dyn Watched);
+        // SAFETY: cq_close unwatches before the CQ is freed.
+        unsafe { watcher::watch(l.key(), watcher::target_of(l)) };
     }
     0
 }
+
+// SAFETY: the raw pointers are set at open and never change (the core's CQ and tables, the
+// home, which outlives the CQ); the rest is atomics and an eventfd. The watcher polls it from
+// its thread; the core's CQ read is thread safe in the FI_THREAD_SAFE domains it does so in.
+unsafe impl Sync for LayeredCq {}
 
 impl Watched for LayeredCq {
     fn poll(&self) -> bool {
@@ -183,14 +194,18 @@ impl Watched for LayeredCq {
             true
         }
     }
+    fn wake(&self) -> Wake<'_> {
+        // The cores whose CQs lack FI_WAIT_FD (shm) have nothing to block on either.
+        Wake::Yield
+    }
 }
 
 unsafe extern "C" fn cq_close(fid: *mut ofi::fid) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: only patched CQs reach this op.
         let l = unsafe { LayeredCq::of(fid) } as *const LayeredCq as *mut LayeredCq;
-        // SAFETY: live until freed below; the home outlives its CQs.
-        unsafe { (*(*l).home).watcher().unwatch(&*l as &dyn Watched) };
+        // SAFETY: live until freed below.
+        watcher::unwatch(unsafe { (*l).key() });
         // SAFETY: the core's own close on its own CQ.
         let ret = unsafe { ((*(*l).orig_fi_ops).close.unwrap())(fid) };
         if ret == 0 {
@@ -218,11 +233,11 @@ unsafe extern "C" fn cq_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_
     }
 }
 
-/// Polls the core CQ until an entry, a signal or the timeout (-FI_EAGAIN, as libfabric's sread).
+/// Reads the core CQ until an entry, a signal or the timeout (-FI_EAGAIN, as libfabric's
+/// sread), spinning briefly and then yielding between reads.
 fn sread_loop(l: &LayeredCq, timeout: c_int, mut read: impl FnMut() -> isize) -> isize {
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     let mut backoff = Backoff::default();
-    let mut nap = Duration::from_micros(10);
     loop {
         let r = read();
         if r != err::EAGAIN as isize {
@@ -231,16 +246,10 @@ fn sread_loop(l: &LayeredCq, timeout: c_int, mut read: impl FnMut() -> isize) ->
         if l.signaled.swap(false, Ordering::AcqRel) {
             return err::EAGAIN as isize;
         }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             return err::EAGAIN as isize;
         }
-        if !backoff.is_spun_out() || l.wait_obj == ofi::fi_wait_obj_FI_WAIT_YIELD {
-            backoff.snooze();
-        } else {
-            std::thread::sleep(deadline.map_or(nap, |d| nap.min(d - now)));
-            nap = (nap * 2).min(MAX_POLL_INTERVAL);
-        }
+        backoff.snooze();
     }
 }
 

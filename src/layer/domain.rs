@@ -83,6 +83,16 @@ unsafe extern "C" fn no_core_cntr_open(
     err::ENOSYS
 }
 
+/// For a core without CQs: waits on its counters then yield.
+unsafe extern "C" fn no_core_cq_open(
+    _: *mut ofi::fid_domain,
+    _: *mut ofi::fi_cq_attr,
+    _: *mut *mut ofi::fid_cq,
+    _: *mut c_void,
+) -> c_int {
+    err::ENOSYS
+}
+
 /// Points a freshly opened core domain at rscntr's tables.
 ///
 /// # Safety
@@ -109,6 +119,11 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_sa
                 domain: dom,
                 cntr_open: (*d.ops).cntr_open.unwrap_or(no_core_cntr_open),
                 watcher_may_progress: thread_safe,
+                fabric: fabric.core_ops(),
+                plan: super::wait::plan_for(&fabric.core.to_string_lossy()),
+                peer: super::wait::peer_counters_work(&fabric.core.to_string_lossy()),
+                cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
+                progress: parking_lot::Mutex::new(None),
             }),
         });
         l.fi_ops.close = Some(domain_close);
@@ -140,6 +155,12 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
         if open != 0 {
             fi_warn!(Domain, "domain still has {open} open rscntr counter(s)");
             return err::EBUSY;
+        }
+        // The CQ whose fd waits slept on goes first: the core refuses to close a domain
+        // with CQs open.
+        // SAFETY: live until we free it below.
+        if let Some(core) = unsafe { (*layered).home.core() } {
+            core.release_progress();
         }
         // SAFETY: the core's own close on its own domain.
         let ret = unsafe { ((*(*layered).orig_fi_ops).close.unwrap())(fid) };

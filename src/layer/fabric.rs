@@ -14,6 +14,8 @@ use std::ffi::{CStr, CString, c_int, c_void};
 #[repr(C)]
 pub struct LayeredFabric {
     fi_ops: ofi::fi_ops,
+    /// The core fabric itself (its fid now leads to the tables here).
+    pub fid: *mut ofi::fid_fabric,
     ops: ofi::fi_ops_fabric,
     orig_fi_ops: *const ofi::fi_ops,
     orig_ops: *const ofi::fi_ops_fabric,
@@ -32,6 +34,15 @@ impl LayeredFabric {
             &*((*fabric).ops as *const u8)
                 .sub(std::mem::offset_of!(LayeredFabric, ops))
                 .cast::<LayeredFabric>()
+        }
+    }
+
+    /// The core fabric's own ops for wait sets, for waits on its counters.
+    pub fn core_ops(&self) -> crate::layer::wait::CoreFabric {
+        crate::layer::wait::CoreFabric {
+            fabric: self.fid,
+            wait_open: self.orig().wait_open,
+            trywait: self.orig().trywait,
         }
     }
 
@@ -94,6 +105,7 @@ pub unsafe fn fabric_open(
         let fab = &mut *core_fabric;
         let mut l = Box::new(LayeredFabric {
             fi_ops: *fab.fid.ops,
+            fid: core_fabric,
             ops: *fab.ops,
             orig_fi_ops: fab.fid.ops,
             orig_ops: fab.ops,

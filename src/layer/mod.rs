@@ -11,11 +11,11 @@ mod bind;
 mod cq;
 mod domain;
 mod fabric;
-mod watcher;
+pub mod wait;
 
+pub use cq::CqOpenFn;
 pub use domain::is_layered as is_layered_domain;
 pub use fabric::fabric_open;
-pub use watcher::{Watched, Watcher};
 
 use crate::{fi_dbg, fi_info, fi_warn, info, ofi, params, prov};
 use parking_lot::Mutex;

@@ -1,0 +1,510 @@
+//! How a thread waits for a core to complete something for a bound counter: on what the core
+//! itself blocks on, never by polling it on a timer.
+//!
+//! | core | rscntr sleeps on | as the core's own counters do |
+//! |---|---|---|
+//! | `tcp` | the domain's progress fd (the epoll set of its sockets), as the wait fd of a core CQ opened with `FI_WAIT_FD` for nothing else ([`Plan::ProgressFd`]) | tcp's counters and CQs block on that fd |
+//! | `…;ofi_rxm`, `…;ofi_rxd` | a core wait set (`fi_wait_open`, `FI_WAIT_FD`) per counter, on which the core counter is opened: the utility provider adds the fds of the inner CQs of the endpoints the counter is bound to ([`Plan::FdSet`]) | rxm and rxd add the same fds to their own waitable counters |
+//! | `sockets` | a core wait set with `FI_WAIT_MUTEX_COND` per counter: sockets signals its condition variable on every completion it counts ([`Plan::CondSet`]) | sockets' counters sleep on a condition variable its progress thread signals |
+//! | shm and others | nothing: yield between pulls ([`Plan::Yield`]) | shm's waits yield |
+//!
+//! Each is an engine [`Blocker`]: a waiter takes a token, pulls (drives the core's progress)
+//! and checks, arms (the core's `fi_trywait`), then blocks, and is woken by the core's own
+//! event or by rscntr's interrupt (an eventfd beside the core's fd, or a broadcast on the
+//! core's condition variable).
+
+use crate::engine::{Blocker, EventFd, Token};
+use crate::ffi::err;
+use crate::{fi_info, fi_warn, ofi};
+use std::ffi::{c_int, c_void};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+/// How a core is waited on, from its name (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    ProgressFd,
+    FdSet {
+        /// rxm adds its inner CQ's fd at FI_ENABLE only: a counter bound to an endpoint that
+        /// is already enabled gets no fd from it.
+        fds_at_enable: bool,
+        /// The longest sleep, so that the core's retransmission timers run (rxd's own waits
+        /// wake for them the same way).
+        cap: Option<Duration>,
+    },
+    CondSet,
+    Yield,
+}
+
+/// rxd retransmits unacknowledged packets from its progress; its own waits wake for that.
+const RXD_CAP: Duration = Duration::from_millis(10);
+/// The longest sleep of a counter bound to an rxm endpoint after its FI_ENABLE, when rxm
+/// gives it no fd (rxm's own counters then sleep 50 ms between progress calls).
+pub const LATE_BIND_CAP: Duration = Duration::from_millis(1);
+/// sockets signals its wait set's condition variable without taking the mutex, so a signal
+/// that lands between a waiter's last look at the counter (under the mutex, right before it
+/// sleeps) and its sleep is lost (about one wait in a thousand in a busy ping-pong): a
+/// waiter re-checks after [`COND_FIRST`], then this often while nothing signals.
+pub const COND_CAP: Duration = Duration::from_millis(5);
+/// The first re-check of a sleep on sockets' condition variable (see [`COND_CAP`]).
+pub const COND_FIRST: Duration = Duration::from_micros(200);
+/// tcp counts into a counter whose every read runs progress first, so an error completed by
+/// the progress of the read that fetches the value (the last one before sleeping) is seen only
+/// by the next read, and nothing else may make the progress fd readable: a waiter re-checks
+/// this often, the quantum libfabric's own util counters wait in for a like race.
+pub const PROGRESS_CAP: Duration = Duration::from_millis(50);
+
+pub fn plan_for(core: &str) -> Plan {
+    let util = core.rsplit_once(';').map(|(_, u)| u);
+    match (core, util) {
+        ("tcp", _) => Plan::ProgressFd,
+        (_, Some("ofi_rxm")) => Plan::FdSet {
+            fds_at_enable: true,
+            cap: None,
+        },
+        (_, Some("ofi_rxd")) => Plan::FdSet {
+            fds_at_enable: false,
+            cap: Some(RXD_CAP),
+        },
+        ("sockets", _) => Plan::CondSet,
+        _ => Plan::Yield,
+    }
+}
+
+/// Whether the core counts through a peer counter's `inc` when asked to (FI_PEER). rxd binds
+/// counters with util's generic bind, whose increments go through the counter's own `add`,
+/// which util's peer counters do not implement: every count would be lost, so rxd gets a
+/// counter of its own that rscntr reads (and that signals the wait set on every count).
+pub fn peer_counters_work(core: &str) -> bool {
+    !core.ends_with(";ofi_rxd")
+}
+
+pub type TrywaitFn = unsafe extern "C" fn(*mut ofi::fid_fabric, *mut *mut ofi::fid, c_int) -> c_int;
+
+/// The core fabric's own ops, for opening wait sets and arming them.
+#[derive(Clone, Copy)]
+pub struct CoreFabric {
+    pub fabric: *mut ofi::fid_fabric,
+    pub wait_open: Option<
+        unsafe extern "C" fn(
+            *mut ofi::fid_fabric,
+            *mut ofi::fi_wait_attr,
+            *mut *mut ofi::fid_wait,
+        ) -> c_int,
+    >,
+    pub trywait: Option<TrywaitFn>,
+}
+
+/// Sleeps on a core fd: a wait set's, or a CQ's whose wait set holds the core's progress fd.
+pub struct FdBlocker {
+    core: CoreFabric,
+    /// The core object whose `fi_trywait` arms the fd, closed with the blocker.
+    fid: *mut ofi::fid,
+    fd: RawFd,
+    /// The longest sleep in nanoseconds (0: none).
+    cap_ns: AtomicU64,
+    warned: AtomicBool,
+}
+
+// SAFETY: the core objects are only used through the core's calls, which are thread safe for
+// wait sets and CQs (util providers lock them); the fields never change after creation.
+unsafe impl Send for FdBlocker {}
+// SAFETY: as above.
+unsafe impl Sync for FdBlocker {}
+
+fn control_getwait<T>(fid: *mut ofi::fid, out: &mut T) -> c_int {
+    // SAFETY: an open core fid; FI_GETWAIT writes a T for the wait object it was opened with.
+    unsafe {
+        match (*(*fid).ops).control {
+            Some(control) => control(
+                fid,
+                ofi::FI_GETWAIT as c_int,
+                (out as *mut T).cast::<c_void>(),
+            ),
+            None => err::ENOSYS,
+        }
+    }
+}
+
+fn close_fid(fid: *mut ofi::fid, what: &str) {
+    // SAFETY: an open core fid that rscntr opened and nothing else closes.
+    let ret = unsafe { ofi::fi_close(fid) };
+    if ret != 0 {
+        fi_warn!(Domain, "closing the core's {what} failed: {ret}");
+    }
+}
+
+impl FdBlocker {
+    /// For tcp: a core CQ with FI_WAIT_FD, never bound to anything, whose wait fd holds the
+    /// domain's progress fd. `cq_open` is the core's own.
+    ///
+    /// # Safety
+    /// `domain` is an open core domain of `core`'s fabric and `cq_open` its CQ open.
+    pub unsafe fn progress_fd(
+        core: CoreFabric,
+        domain: *mut ofi::fid_domain,
+        cq_open: super::cq::CqOpenFn,
+    ) -> Result<FdBlocker, c_int> {
+        let mut attr = ofi::fi_cq_attr {
+            size: 1,
+            flags: 0,
+            format: ofi::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
+            wait_obj: ofi::fi_wait_obj_FI_WAIT_FD,
+            signaling_vector: 0,
+            wait_cond: ofi::fi_cq_wait_cond_FI_CQ_COND_NONE,
+            wait_set: std::ptr::null_mut(),
+        };
+        let mut cq: *mut ofi::fid_cq = std::ptr::null_mut();
+        // SAFETY: caller's contract; attr and cq live across the call.
+        let ret = unsafe { cq_open(domain, &mut attr, &mut cq, std::ptr::null_mut()) };
+        if ret != 0 || cq.is_null() {
+            return Err(if ret != 0 { ret } else { err::EOTHER });
+        }
+        let fid = cq.cast::<ofi::fid>();
+        let mut fd: c_int = -1;
+        let ret = control_getwait(fid, &mut fd);
+        if ret != 0 || fd < 0 {
+            close_fid(fid, "wait CQ");
+            return Err(if ret != 0 { ret } else { err::EOTHER });
+        }
+        Ok(FdBlocker::new(core, fid, fd, Some(PROGRESS_CAP)))
+    }
+
+    /// A core wait set with FI_WAIT_FD, for the core counter to be opened on.
+    pub fn wait_set(core: CoreFabric, cap: Option<Duration>) -> Result<FdBlocker, c_int> {
+        let set = open_wait_set(core, ofi::fi_wait_obj_FI_WAIT_FD)?;
+        let fid = set.cast::<ofi::fid>();
+        let mut fd: c_int = -1;
+        let ret = control_getwait(fid, &mut fd);
+        if ret != 0 || fd < 0 {
+            close_fid(fid, "wait set");
+            return Err(if ret != 0 { ret } else { err::EOTHER });
+        }
+        Ok(FdBlocker::new(core, fid, fd, cap))
+    }
+
+    fn new(core: CoreFabric, fid: *mut ofi::fid, fd: RawFd, cap: Option<Duration>) -> Self {
+        FdBlocker {
+            core,
+            fid,
+            fd,
+            cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    /// The wait set, for the core counter's attr.
+    pub fn as_wait_set(&self) -> *mut ofi::fid_wait {
+        self.fid.cast()
+    }
+
+    /// The fd the core makes readable.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// Bounds every sleep from now on (never loosens an existing bound).
+    pub fn cap(&self, cap: Duration) {
+        let ns = cap.as_nanos() as u64;
+        let _ = self
+            .cap_ns
+            .fetch_update(SeqCst, SeqCst, |old| (old == 0 || ns < old).then_some(ns));
+    }
+}
+
+impl Drop for FdBlocker {
+    fn drop(&mut self) {
+        close_fid(self.fid, "wait object");
+    }
+}
+
+/// Opens a wait set on the core fabric.
+fn open_wait_set(
+    core: CoreFabric,
+    wait_obj: ofi::fi_wait_obj,
+) -> Result<*mut ofi::fid_wait, c_int> {
+    let Some(wait_open) = core.wait_open else {
+        return Err(err::ENOSYS);
+    };
+    let mut attr = ofi::fi_wait_attr { wait_obj, flags: 0 };
+    let mut set: *mut ofi::fid_wait = std::ptr::null_mut();
+    // SAFETY: the core's own op on its own fabric; attr and set live across the call.
+    let ret = unsafe { wait_open(core.fabric, &mut attr, &mut set) };
+    if ret != 0 || set.is_null() {
+        return Err(if ret != 0 { ret } else { err::EOTHER });
+    }
+    Ok(set)
+}
+
+/// A `timespec` for `d` from now (the length, for ppoll).
+fn timespec_of(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    }
+}
+
+/// The time left until `until`, bounded by `cap_ns` (0: no bound); None: no limit.
+fn sleep_for(until: Option<Instant>, cap_ns: u64) -> Option<Duration> {
+    let cap = (cap_ns != 0).then(|| Duration::from_nanos(cap_ns));
+    let left = until.map(|u| u.saturating_duration_since(Instant::now()));
+    match (left, cap) {
+        (Some(l), Some(c)) => Some(l.min(c)),
+        (l, None) => l,
+        (None, c) => c,
+    }
+}
+
+impl Blocker for FdBlocker {
+    fn prepare(&self) -> Token {
+        Token(0)
+    }
+
+    fn arm(&self) -> bool {
+        let Some(trywait) = self.core.trywait else {
+            return true;
+        };
+        let mut fid = self.fid;
+        // SAFETY: the core's own trywait on its own object.
+        match unsafe { trywait(self.core.fabric, &mut fid, 1) } {
+            0 => true,
+            e if e == err::EAGAIN => false,
+            e => {
+                // Never returned by the cores rscntr knows; block anyway, briefly.
+                if !self.warned.swap(true, SeqCst) {
+                    fi_warn!(
+                        Cntr,
+                        "the core's fi_trywait failed ({e}); waits poll every ms"
+                    );
+                }
+                self.cap(Duration::from_millis(1));
+                true
+            }
+        }
+    }
+
+    fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
+        let mut fds = [
+            libc::pollfd {
+                fd: self.fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: kick.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = sleep_for(until, self.cap_ns.load(SeqCst)).map(timespec_of);
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: two valid pollfds; tsp NULL (no limit) or a live timespec.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+    }
+}
+
+/// Sleeps on the condition variable of a core wait set (sockets), which the core signals on
+/// every completion it counts into a counter opened on the set.
+pub struct CondBlocker {
+    set: *mut ofi::fid_wait,
+    mutex: *mut libc::pthread_mutex_t,
+    cond: *mut libc::pthread_cond_t,
+    /// Bumped (under the mutex) by each interrupt.
+    generation: AtomicU64,
+    /// Sleeps in a row that ended by timing out: the first one is short (see COND_FIRST).
+    timeouts: AtomicU64,
+    /// The core counter on the set and what was taken in from it, compared under the mutex
+    /// right before sleeping: sockets signals without the mutex, so a count that lands
+    /// between the waiter's check and its sleep is only seen this way.
+    taken: std::sync::OnceLock<Taken>,
+}
+
+/// A core counter and the values rscntr last took in from it (`Cntr::sync`).
+struct Taken {
+    cntr: *mut ofi::fid_cntr,
+    value: *const AtomicU64,
+    errors: *const AtomicU64,
+}
+
+// SAFETY: the mutex and condition variable are meant for use from any thread; the set is only
+// closed by Drop.
+unsafe impl Send for CondBlocker {}
+// SAFETY: as above.
+unsafe impl Sync for CondBlocker {}
+
+impl CondBlocker {
+    pub fn wait_set(core: CoreFabric) -> Result<CondBlocker, c_int> {
+        let set = open_wait_set(core, ofi::fi_wait_obj_FI_WAIT_MUTEX_COND)?;
+        let mut mc = ofi::fi_mutex_cond {
+            mutex: std::ptr::null_mut(),
+            cond: std::ptr::null_mut(),
+        };
+        let ret = control_getwait(set.cast(), &mut mc);
+        if ret != 0 || mc.mutex.is_null() || mc.cond.is_null() {
+            close_fid(set.cast(), "wait set");
+            return Err(if ret != 0 { ret } else { err::EOTHER });
+        }
+        Ok(CondBlocker {
+            set,
+            mutex: mc.mutex.cast(),
+            cond: mc.cond.cast(),
+            generation: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            taken: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The core counter opened on the set, and where rscntr keeps what it took in from it.
+    ///
+    /// # Safety
+    /// All three outlive the blocker; reading the counter runs no progress (sockets with
+    /// auto progress, the only core this blocker serves).
+    pub unsafe fn watch_counter(
+        &self,
+        cntr: *mut ofi::fid_cntr,
+        value: &AtomicU64,
+        errors: &AtomicU64,
+    ) {
+        let _ = self.taken.set(Taken {
+            cntr,
+            value,
+            errors,
+        });
+    }
+
+    /// True when the core counted something rscntr has not taken in yet.
+    fn moved(&self) -> bool {
+        let Some(t) = self.taken.get() else {
+            return false;
+        };
+        // SAFETY: see watch_counter; the core's own ops on its own counter.
+        unsafe {
+            let ops = &*(*t.cntr).ops;
+            ops.read
+                .is_some_and(|r| r(t.cntr) != (*t.value).load(SeqCst))
+                || ops
+                    .readerr
+                    .is_some_and(|r| r(t.cntr) != (*t.errors).load(SeqCst))
+        }
+    }
+
+    pub fn as_wait_set(&self) -> *mut ofi::fid_wait {
+        self.set
+    }
+}
+
+impl Drop for CondBlocker {
+    fn drop(&mut self) {
+        close_fid(self.set.cast(), "wait set");
+    }
+}
+
+/// `d` from now on CLOCK_REALTIME, which the core's condition variable measures in.
+fn realtime_after(d: Duration) -> libc::timespec {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    let total = now.tv_nsec as u64 + d.subsec_nanos() as u64;
+    libc::timespec {
+        tv_sec: now.tv_sec + d.as_secs() as libc::time_t + (total / 1_000_000_000) as libc::time_t,
+        tv_nsec: (total % 1_000_000_000) as libc::c_long,
+    }
+}
+
+impl Blocker for CondBlocker {
+    fn prepare(&self) -> Token {
+        Token(self.generation.load(SeqCst))
+    }
+
+    fn arm(&self) -> bool {
+        true
+    }
+
+    fn block(&self, token: Token, _kick: &EventFd, until: Option<Instant>) {
+        let cap = if self.timeouts.load(SeqCst) == 0 {
+            COND_FIRST
+        } else {
+            COND_CAP
+        };
+        let left = sleep_for(until, cap.as_nanos() as u64).unwrap_or(cap);
+        let abs = realtime_after(left);
+        // SAFETY: the set's own mutex and condition variable, alive while the set is open.
+        unsafe {
+            libc::pthread_mutex_lock(self.mutex);
+            if self.generation.load(SeqCst) == token.0 && !self.moved() {
+                match libc::pthread_cond_timedwait(self.cond, self.mutex, &abs) {
+                    libc::ETIMEDOUT => self.timeouts.fetch_add(1, SeqCst),
+                    _ => self.timeouts.swap(0, SeqCst),
+                };
+            }
+            libc::pthread_mutex_unlock(self.mutex);
+        }
+    }
+
+    fn interrupt(&self, _kick: &EventFd) {
+        // SAFETY: as in block.
+        unsafe {
+            libc::pthread_mutex_lock(self.mutex);
+            self.generation.fetch_add(1, SeqCst);
+            libc::pthread_cond_broadcast(self.cond);
+            libc::pthread_mutex_unlock(self.mutex);
+        }
+    }
+}
+
+/// What a bound counter sleeps on.
+pub enum CoreBlocker {
+    Fd(std::sync::Arc<FdBlocker>),
+    Cond(CondBlocker),
+    Yield,
+}
+
+impl CoreBlocker {
+    pub fn blocker(&self) -> Option<&dyn Blocker> {
+        match self {
+            CoreBlocker::Fd(b) => Some(&**b),
+            CoreBlocker::Cond(b) => Some(b),
+            CoreBlocker::Yield => None,
+        }
+    }
+
+    /// The wait set to open the core counter on, if the plan has one per counter.
+    pub fn wait_set(&self, shared_fd: bool) -> Option<*mut ofi::fid_wait> {
+        match self {
+            CoreBlocker::Fd(b) if !shared_fd => Some(b.as_wait_set()),
+            CoreBlocker::Cond(b) => Some(b.as_wait_set()),
+            _ => None,
+        }
+    }
+}
+
+/// The blocker for a counter about to be bound over a core with `plan`; `progress` gives the
+/// domain's shared progress-fd blocker (tcp). Falls back to yielding, with an info line, when
+/// the core refuses what the plan needs.
+pub fn counter_blocker(
+    plan: Plan,
+    core: CoreFabric,
+    progress: impl FnOnce() -> Result<std::sync::Arc<FdBlocker>, c_int>,
+) -> CoreBlocker {
+    let made = match plan {
+        Plan::ProgressFd => progress().map(CoreBlocker::Fd),
+        Plan::FdSet { cap, .. } => {
+            FdBlocker::wait_set(core, cap).map(|b| CoreBlocker::Fd(std::sync::Arc::new(b)))
+        }
+        Plan::CondSet => CondBlocker::wait_set(core).map(CoreBlocker::Cond),
+        Plan::Yield => return CoreBlocker::Yield,
+    };
+    made.unwrap_or_else(|e| {
+        fi_info!(
+            Cntr,
+            "the core has no wait object for {plan:?} ({e}); waits on this counter yield"
+        );
+        CoreBlocker::Yield
+    })
+}
