@@ -397,7 +397,12 @@ impl<S: Store> Counter<S> {
         let mut backoff = Backoff::new(self.tuning.spin_limit);
         let mut nap = PollNap::new(POLL_FIRST, self.tuning.poll_max);
         loop {
-            let outcome = if !backoff.is_spun_out() {
+            let spin = !backoff.is_spun_out()
+                && match source.wake() {
+                    Wake::Block(b) => b.worth_spinning(),
+                    _ => true,
+                };
+            let outcome = if spin {
                 backoff.snooze();
                 check()
             } else {
