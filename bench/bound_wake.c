@@ -19,16 +19,17 @@
  *    the wait returned - the time in the payload (read after the counter fired). The
  *    receiver's CPU (getrusage RUSAGE_SELF, user + system, all its threads) over the phase is
  *    divided by the samples;
- * 3. counter pingpong, i round trips or S ms (default 3000), whichever ends first ("capped=1"),
+ * 3. counter pingpong, i round trips or S ms (default 2000), whichever ends first ("capped=1"),
  *    after 50 more warm-up ones: each side waits on its own receive counter with the same wait
  *    object, then reposts and answers; the parent's last message says it is the last.
  * The sender's transmit completions go to a CQ (FI_WAIT_NONE, read without blocking), the same
  * object with and without rscntr, so the only difference measured is the receive counter.
  *
- * Every wait is bounded (T ms, default 2000; a wait that times out is tried again, the sample
- * keeps its whole latency); 3 timeouts end a phase, which then reports "noresult"; the whole
- * run ends by itself after D seconds (default 90). One line per
- * measurement, "key values", easy to parse:
+ * Every wait is bounded (T ms, default 1000; a wait that times out is tried again, the sample
+ * keeps its whole latency); 3 timeouts end a phase, which then reports "noresult". A watchdog
+ * thread ends the run with "noresult" when no receive wait has returned for 3 T + 2 s (a
+ * provider stuck inside a call) or a phase overruns its budget; the whole run ends by itself
+ * after D seconds (default 90). One line per measurement, "key values", easy to parse:
  *   info prov=<hints prov_name> name=<returned prov_name> fabric=<name> wait=<obj>
  *   wake_us <median> <p99> <max> n=<samples> cpu_us=<per wait> wall_s=<phase> timeouts=<k>
  *   pp_us <median> <mean> <p99> n=<round trips> timeouts=<k> [capped=1]   per round trip
@@ -40,7 +41,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +75,7 @@ struct msg {
 #define FLAG_LAST 1
 
 static const char *prov = "rscntr", *addr = "127.0.0.1", *wait_name = "unspec";
-static int port = 19000, samples = 500, pp_iters = 5000, pp_budget_ms = 3000, wait_ms = 2000,
+static int port = 19000, samples = 500, pp_iters = 5000, pp_budget_ms = 2000, wait_ms = 1000,
 	   deadline_s = 90;
 static enum fi_wait_obj wait_obj = FI_WAIT_UNSPEC;
 static int use_fd;
@@ -95,7 +98,8 @@ static void *rxdesc, *txdesc;
 static struct fi_context2 rxctx, txctx;
 static uint64_t tx_posted, tx_done, rx_posted;
 
-static void watchdog(const char *phase, unsigned secs);
+static void watchdog(const char *phase, unsigned secs, int stall);
+static _Atomic unsigned long progress;
 
 static inline uint64_t now_ns(void)
 {
@@ -348,6 +352,7 @@ static int wait_rx(uint64_t k)
 			}
 		}
 	}
+	atomic_fetch_add_explicit(&progress, 1, memory_order_relaxed);
 	if (ret == -FI_EAVAIL || (ret == 0 && fi_cntr_readerr(rxcntr))) {
 		fprintf(stderr, "receive counter error count %llu\n",
 			(unsigned long long) fi_cntr_readerr(rxcntr));
@@ -464,7 +469,7 @@ static void receiver(void)
 {
 	const char *why;
 	int timeouts = 0;
-	watchdog("warmup", 20);
+	watchdog("warmup", 20, 1);
 	if (pp_initiator(WARMUP, 10000000000ull, NULL, &timeouts, &why) != WARMUP) {
 		printf("noresult warmup %s\n", why ? why : "");
 		return;
@@ -474,7 +479,7 @@ static void receiver(void)
 	timeouts = 0;
 	why = NULL;
 	/* 1-5 ms of idling per sample, and room for slow wakes */
-	watchdog("wake", 10 + (unsigned) (samples / 25) + (unsigned) (MAX_TIMEOUTS * wait_ms / 1000));
+	watchdog("wake", 10 + (unsigned) (samples / 25), 1);
 	double c0 = cpu_us();
 	uint64_t w0 = now_ns();
 	while (n < samples) {
@@ -504,7 +509,7 @@ static void receiver(void)
 	printf("wake_us %.2f %.2f %.2f n=%d cpu_us=%.2f wall_s=%.2f timeouts=%d\n", lat[n / 2],
 	       lat[(int) (n * 0.99)], lat[n - 1], n, cpu / n, wall, timeouts);
 
-	watchdog("pingpong", 10 + (unsigned) (pp_budget_ms / 1000) + (unsigned) (MAX_TIMEOUTS * wait_ms / 1000));
+	watchdog("pingpong", 10 + (unsigned) (pp_budget_ms / 1000), 1);
 	reap_tx(1);
 	c = CMD_PP;
 	oob_send(&c, 1);
@@ -554,39 +559,74 @@ static void teardown(void)
 		fi_freeinfo(info);
 }
 
-/* Watchdogs: a call into the provider that never returns (seen: the sockets core's progress
+/* Watchdog: a call into the provider that never returns (seen: the sockets core's progress
  * thread blocked writing its FD counter's wait fd, with the counter's lock held) ends the run
- * with a "noresult <phase>" line; the parent kills the child. */
-static char alarm_msg[128];
-static size_t alarm_len;
+ * with a "noresult <phase>" line, and the parent kills the child. A thread of the parent's
+ * checks every second that the receive waits keep returning (stalled: none returned for
+ * MAX_TIMEOUTS waits + 2 s) and that the phase ends within its budget; it sends no signal to
+ * the waiting thread, and the data path pays one relaxed increment per wait for it. */
+static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static char wd_phase[32] = "setup";
+static unsigned wd_secs = 30;
+static int wd_stall;
+static uint64_t run_end_ns, wd_end_ns;
 static pid_t child_pid;
-static uint64_t run_end_ns;
 
-static void on_alarm(int sig)
+static void *watchdog_thread(void *arg)
 {
-	(void) sig;
-	if (is_parent) {
-		(void) !write(1, alarm_msg, alarm_len);
-		if (child_pid > 0) {
-			kill(child_pid, SIGKILL);
-			waitpid(child_pid, NULL, 0);
+	(void) arg;
+	unsigned long seen = 0;
+	int still = 0, limit = MAX_TIMEOUTS * wait_ms / 1000 + 2;
+	for (;;) {
+		struct timespec one = { 1, 0 };
+		nanosleep(&one, NULL);
+		char msg[160];
+		int n = 0;
+		pthread_mutex_lock(&wd_lock);
+		unsigned long p = atomic_load_explicit(&progress, memory_order_relaxed);
+		if (p != seen || !wd_stall) {
+			seen = p;
+			still = 0;
+		} else if (++still >= limit) {
+			n = snprintf(msg, sizeof(msg), "noresult %s stuck: no receive wait returned for %d s\n",
+				     wd_phase, limit);
+		}
+		if (!n && now_ns() >= wd_end_ns)
+			n = snprintf(msg, sizeof(msg), "noresult %s not finished within %u s\n", wd_phase,
+				     wd_secs);
+		pthread_mutex_unlock(&wd_lock);
+		if (n > 0) {
+			(void) !write(1, msg, strlen(msg));
+			if (child_pid > 0) {
+				kill(child_pid, SIGKILL);
+				waitpid(child_pid, NULL, 0);
+			}
+			_exit(3);
 		}
 	}
-	_exit(3);
+	return NULL;
 }
 
-static void watchdog(const char *phase, unsigned secs)
+/* The phase's name and budget; stall: whether the receive waits must keep returning. */
+static void watchdog(const char *phase, unsigned secs, int stall)
 {
 	uint64_t t = now_ns(), left = run_end_ns > t ? (run_end_ns - t) / 1000000000ull : 0;
 	if (secs > left)
 		secs = (unsigned) left;
 	if (secs < 1)
 		secs = 1;
-	int n = snprintf(alarm_msg, sizeof(alarm_msg),
-			 "noresult %s no return from the provider within %u s\n", phase, secs);
-	alarm_len = n > 0 && (size_t) n < sizeof(alarm_msg) ? (size_t) n : 0;
-	if (is_parent)
-		alarm(secs);
+	pthread_mutex_lock(&wd_lock);
+	snprintf(wd_phase, sizeof(wd_phase), "%s", phase);
+	wd_secs = secs;
+	wd_end_ns = t + (uint64_t) secs * 1000000000ull;
+	wd_stall = stall;
+	pthread_mutex_unlock(&wd_lock);
+}
+
+static void on_alarm(int sig) /* the child's last resort */
+{
+	(void) sig;
+	_exit(3);
 }
 
 int main(int argc, char **argv)
@@ -646,7 +686,11 @@ int main(int argc, char **argv)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm((unsigned) deadline_s + 5); /* the parent's watchdogs end the run before */
 	}
-	watchdog("setup", 30);
+	watchdog("setup", 30, 0);
+	if (is_parent) {
+		pthread_t wd;
+		pthread_create(&wd, NULL, watchdog_thread, NULL);
+	}
 
 	/* both set up, then agree: either side's refusal ends the run, reported by the parent */
 	int ok = setup() == 0 && exchange_names() == 0;
@@ -683,7 +727,7 @@ int main(int argc, char **argv)
 	teardown();
 	if (is_parent) {
 		int st;
-		watchdog("teardown", 10);
+		watchdog("teardown", 10, 0);
 		waitpid(child, &st, 0);
 	}
 	return 0;

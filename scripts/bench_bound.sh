@@ -36,7 +36,7 @@ export LD_LIBRARY_PATH=$LF_PREFIX/lib FI_PROVIDER_PATH=$PROV_DIR
 [ -n "$OUT" ] || OUT=$DEPS/bench/$(date +%Y%m%d-%H%M%S)-bound
 mkdir -p "$OUT"
 gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/bound_wake.c -L"$LF_PREFIX/lib" \
-    -lfabric -o target/bound_wake
+    -lfabric -lpthread -o target/bound_wake
 
 # the run's parameters, for the report
 {

@@ -136,7 +136,7 @@ bench_smoke() {
 bound_smoke() {
     local out core w port=19900 bad=0
     gcc -O2 -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/bound_wake.c -L"$LF_PREFIX/lib" \
-        -lfabric -o target/bound_wake || return 1
+        -lfabric -lpthread -o target/bound_wake || return 1
     for core in tcp "tcp;ofi_rxm" shm sockets; do
         for w in unspec yield fd; do
             port=$((port + 2))
