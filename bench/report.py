@@ -281,7 +281,8 @@ def machine():
 # ---- bound counters (scripts/bench_bound.sh) ------------------------------------------------
 B_CORES = ["tcp", "tcp;ofi_rxm", "shm", "sockets", "udp;ofi_rxd"]
 B_WAITS = ["unspec", "yield", "fd"]
-B_VARIANTS = [("idle", "no load"), ("load", "under load: one busy process per core")]
+B_VARIANTS = [("idle", "without added load"),
+              ("load", "with added load: one busy process per core")]
 
 
 def bound_results():
@@ -372,8 +373,8 @@ def bound_part():
         "rscntr).\n")
     md.append(
         "- **Idle wake**: the receiver reposts its receive, tells the sender (one byte over a "
-        "socketpair) and blocks: UNSPEC and YIELD in `fi_cntr_wait(cntr, k, 2000)`, FD in "
-        "`poll()` on the counter's `FI_GETWAIT` fd after `fi_trywait` succeeded. The sender "
+        "socketpair) and blocks: UNSPEC and YIELD in `fi_cntr_wait(cntr, k, 1000)`, FD in "
+        "`poll()` on the counter's `FI_GETWAIT` fd after `fi_trywait` succeeded (then `fi_cntr_read`). The sender "
         "idles a random 1–5 ms, then sends 64 bytes carrying its `CLOCK_MONOTONIC` time; wake "
         "latency = the receiver's clock when the wait returned − that time (read from the "
         "received buffer). Median, p99 and max of each run's samples.")
@@ -392,17 +393,28 @@ def bound_part():
         "first. Cells are medians over the repetitions (range across them in parentheses); "
         "ratios are rscntr / core alone of those medians.")
     md.append(
-        "- The load variant runs the same with one `while :; do :; done` shell per core (nice "
-        "0) started before and killed after it.\n")
+        "- The added load: one `while :; do :; done` shell per core (nice 0), started before "
+        "that variant and killed after it. The machine's own load (other work on it) is given "
+        "below for each repetition.")
+    md.append(
+        "- Every wait is bounded (1 s, tried again up to 3 times); a watchdog ends a run whose "
+        "waits stop returning (a provider stuck in a call) or that overruns its budget: such a "
+        "cell says \"no result\" with the reason, and \"unsupported\" gives the core's own "
+        "refusal of the wait object." + (
+            " The sockets core's FD counter has no result: its `fi_trywait` never drains the "
+            "fd, each increment writes a byte into a socketpair, and after a few hundred its "
+            "progress thread blocks in `write()` holding the counter's lock."
+            if any(k[1:] == ("sockets", "core", "fd") and not any(r["wake"] for r in rs)
+                   for k, rs in res.items()) else "") + "\n")
     cmdline = meta.get("command", "scripts/bench_bound.sh")
     md.append(f"Run: `{cmdline}` on {os.cpu_count()} cores ({machine()}), Linux "
-              f"{platform.release()}, libfabric 2.1.0, rscntr at commit "
-              f"{meta.get('rscntr', '?')}; {int(meta.get('seconds', 0)) // 60} min "
+              f"{platform.release()}, libfabric 2.1.0, rscntr built from commit "
+              f"{meta.get('rscntr', '?')} (last change to src/: {meta.get('rscntr_src', '?')}); {int(meta.get('seconds', 0)) // 60} min "
               f"{int(meta.get('seconds', 0)) % 60} s.")
-    for v, d in variants:
-        if loads.get(v):
-            md.append(f"1-minute load average at the start of each {d.split(':')[0]} repetition: "
-                      + ", ".join(f"{x:.1f}" for x in loads[v]) + ".")
+    if any(loads.get(v) for v, _ in variants):
+        md.append("Machine load (1-minute load average) at the start of each repetition: " +
+                  "; ".join(f"{d.split(':')[0]} " + ", ".join(f"{x:.1f}" for x in loads[v])
+                            for v, d in variants if loads.get(v)) + ".")
     md.append("")
 
     targets = []  # (core, name, {variant: (value, ok, text)})
@@ -434,8 +446,10 @@ def bound_part():
                         pp = (pp + " " if pp != "—" else "") + s_p
                     md.append(f"| {core} | {w.upper()} | {label} | " + " | ".join(cells) +
                               f" | {pp} |")
-        md.append("\n† some runs reached the pingpong time limit before the round trips asked "
-                  "for (fewer round trips measured).\n")
+        if any(r["pp"] and r["pp"][4] for k, rs in res.items() if k[0] == v for r in rs):
+            md.append("\n† in some runs the pingpong reached its time limit (`-S`) before the "
+                      "round trips asked for (`-i`): fewer round trips were measured.")
+        md.append("")
 
         md.append(f"### Ratios rscntr / core alone, {d}\n")
         md.append("| core | wait object | compared with | wake median | wake p99 | CPU per wait "
@@ -517,8 +531,8 @@ def bound_part():
     md.append("")
     md.append("Met: " + "; ".join(f"{d.split(':')[0]} {met[v][0]} of {met[v][1]} measured"
                                  for v, d in variants) +
-              ". The targets are judged on the runs without load; the load variant shows how "
-              "far each holds on a busy machine. CPU targets compare absolute CPU time: a core "
+              ". The targets are judged on the runs without added load; the loaded variant "
+              "shows how far each holds on a busy machine. CPU targets compare absolute CPU time: a core "
               "whose own wait polls (shm's UNSPEC and YIELD counters spin) makes a generous "
               "reference.\n")
     md.append("![bound counters: idle wake and pingpong](bound_wake.png)\n")
