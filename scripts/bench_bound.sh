@@ -43,7 +43,7 @@ gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/bound_wake.c -L"$L
     echo "command scripts/bench_bound.sh -r $REPS -l $LOAD_REPS -n $SAMPLES -i $ITERS -S $PP_MS"
     echo "cores $CORES"
     echo "waits $WAITS"
-    echo "rscntr $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo +dirty)"
+    echo "rscntr $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src Cargo.toml build.rs 2>/dev/null || echo +dirty-src)"
     echo "rscntr_src $(git log -1 --format=%h -- src Cargo.toml build.rs 2>/dev/null || echo unknown)"
     echo "nproc $(nproc)"
 } > "$OUT/bound-meta.txt"
