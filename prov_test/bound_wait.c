@@ -8,7 +8,7 @@
  *
  * Over cores with something to block on (tcp, tcp;ofi_rxm, udp;ofi_rxd, sockets with auto
  * progress) an idle waiter must be asleep in the kernel, in the syscall of the core's wait
- * object (ppoll on its fd; futex for sockets' condition variable; for FD counters the
+ * object (ppoll on its fd; futex for sockets' counter wait; for FD counters the
  * application's own poll), and no rscntr thread may be running meanwhile. Over shm, which
  * has nothing to block on, waiters yield as shm's own do: only the wake is checked.
  */
@@ -199,9 +199,8 @@ static void one(struct fi_info *info, enum fi_wait_obj wait_obj, int blocks, con
 		      asleep, SAMPLES);
 		CHECK(in_call >= SAMPLES - 2, "%s waiter not in the core's wait (%d/%d, last %ld)",
 		      wait_name(wait_obj), in_call, SAMPLES, last_call);
-		/* sockets signals its condition variable without its mutex, so rscntr's fd watcher
-		 * re-checks every 5 ms and a sample may catch it; a thread polling the core would
-		 * be running in every sample. */
+		/* A thread polling the core would be running in every sample; allow a sample
+		 * to catch rscntr's fd watcher between two sleeps. */
 		CHECK(ours_running <= SAMPLES / 3,
 		      "an rscntr thread ran while the %s waiter slept (%d samples)", wait_name(wait_obj),
 		      ours_running);

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Benchmarks rscntr's counters against libfabric's own providers' counters (tcp, tcp;ofi_rxm, shm,
 # sockets) in one run, interleaved and repeated, plus fi_rdm_cntr_pingpong and fi_rdm_pingpong
-# over rscntr against the same core directly. Writes docs/benchmarks.md and docs/*.png.
-#   scripts/bench.sh [REPS]        (default 3)
+# over rscntr against the same core directly, then the bound-counter benchmark of
+# scripts/bench_bound.sh (two processes: idle wake, CPU per wait, counter pingpong). Writes
+# docs/benchmarks.md and docs/*.png.
+#   scripts/bench.sh [REPS [bench_bound.sh flags...]]   (REPS default 3; e.g. 3 -r 7 -l 2)
 # Benchmarks never decide pass or fail; scripts/test.sh only runs a tiny smoke run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 REPS=${1:-3}
+shift || true
 bash scripts/setup.sh
 . scripts/env.sh
 export LD_LIBRARY_PATH=$LF_PREFIX/lib FI_PROVIDER_PATH=$PROV_DIR
@@ -44,5 +47,6 @@ for rep in $(seq 1 "$REPS"); do
         done
     done
 done
+bash scripts/bench_bound.sh -o "$OUT" "$@"
 "$VENV/bin/python" bench/report.py "$OUT" docs
 echo "[bench] wrote docs/benchmarks.md and docs/*.png from $OUT"

@@ -235,6 +235,24 @@ bench_smoke() {
         [ "$(grep -c '^add_mops .* exact=1$' <<<"$out")" -eq 2 ]
 }
 
+# The two-process bound-counter benchmark keeps working: over each core, every wait object must
+# report its idle wake and its pingpong (tiny counts; timing not checked).
+bound_smoke() {
+    local out core w port=19900 bad=0
+    gcc -O2 -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/bound_wake.c -L"$LF_PREFIX/lib" \
+        -lfabric -lpthread -o target/bound_wake || return 1
+    for core in tcp "tcp;ofi_rxm" shm sockets; do
+        for w in unspec yield fd; do
+            port=$((port + 2))
+            out=$(LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core timeout 120 \
+                  target/bound_wake -p rscntr -w $w -n 20 -i 100 -S 1000 -P $port -D 60 2>&1)
+            echo "[$core $w] $out"
+            grep -q '^wake_us .* n=20 ' <<<"$out" && grep -q '^pp_us ' <<<"$out" || bad=1
+        done
+    done
+    [ $bad = 0 ]
+}
+
 # FI_RSCNTR_CORE naming a provider that does not exist: -FI_ENODATA and a log line saying so.
 missing_core() {
     local out rc
@@ -388,6 +406,7 @@ step "prov_test over each core (none, shm, tcp, tcp;ofi_rxm, sockets, udp;ofi_rx
 step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm, sockets; -c sread, yield, fd" pingpong_matrix
 step "FI_RSCNTR_CORE naming a missing provider" missing_core
 step "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
+step "bound-counter benchmark smoke run (bench/bound_wake.c over each core; timing not checked)" bound_smoke
 step "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
 step "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
 step "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm

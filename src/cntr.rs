@@ -193,6 +193,9 @@ pub struct Cntr<B: Backing> {
     /// The core counter's own value and error count as last taken in (see `sync`).
     core_seen: AtomicU64,
     core_seen_err: AtomicU64,
+    /// What rscntr itself added to the core counter (to interrupt a wait in it, see
+    /// `layer::wait::CntrWaitBlocker`): not the core's counting, so not taken in.
+    core_bias: AtomicU64,
     /// What waiters sleep on once bound (see `layer::wait`), chosen with the core counter.
     blocker: OnceLock<CoreBlocker>,
     /// FD counters of a layered domain: the fd handed out by FI_GETWAIT, an epoll set of the
@@ -538,6 +541,7 @@ fn new_fid<B: Backing>(
         unenabled: AtomicUsize::new(0),
         core_seen: AtomicU64::new(0),
         core_seen_err: AtomicU64::new(0),
+        core_bias: AtomicU64::new(0),
         blocker: OnceLock::new(),
         wait_set,
         core_fd_exported: AtomicBool::new(false),
@@ -718,7 +722,7 @@ impl<B: Backing> Cntr<B> {
         }
         let relay = match self.blocker.get() {
             // sockets' own progress thread counts; reading its counter drives nothing.
-            Some(CoreBlocker::Cond(_)) => true,
+            Some(CoreBlocker::Cntr(_)) => true,
             _ => self.home().watcher_may_progress(),
         };
         if relay {
@@ -794,7 +798,10 @@ impl<B: Backing> Cntr<B> {
         }
         if let Some(read) = ops.read {
             // SAFETY: as above.
-            let now = unsafe { read(core) };
+            let raw = unsafe { read(core) };
+            // The bias is read after the value: an interrupt counts its bias before it adds
+            // to the core counter, so a value that includes the addition comes with its bias.
+            let now = raw.wrapping_sub(self.core_bias.load(Ordering::SeqCst));
             take_increase(&self.core_seen, now, |d| note(counter.add(d)));
         }
     }
@@ -833,10 +840,10 @@ impl<B: Backing> Cntr<B> {
             },
             None => self.open_core_cntr_on(core, std::ptr::null_mut())?,
         };
-        if let CoreBlocker::Cond(b) = &blocker {
-            // SAFETY: the core counter and the seen values live as long as this counter,
-            // which owns the blocker; sockets' reads run no progress under auto progress.
-            unsafe { b.watch_counter(out, &self.core_seen, &self.core_seen_err) };
+        if let CoreBlocker::Cntr(b) = &blocker {
+            // SAFETY: the core counter and the bias live as long as this counter, which owns
+            // the blocker; sockets' reads run no progress under auto progress.
+            unsafe { b.watch_counter(out, &self.core_bias) };
         }
         if let (Some(ep), CoreBlocker::Fd(b)) = (&self.wait_set, &blocker) {
             match epoll_add(ep.as_raw_fd(), b.fd()) {
@@ -850,7 +857,7 @@ impl<B: Backing> Cntr<B> {
             match &blocker {
                 CoreBlocker::Fd(_) if shared => "the core's progress fd",
                 CoreBlocker::Fd(_) => "the core's wait set fd",
-                CoreBlocker::Cond(_) => "the core's wait-set condition variable",
+                CoreBlocker::Cntr(_) => "the core counter's own wait",
                 CoreBlocker::Yield => "nothing (they yield between progress calls)",
             }
         );
@@ -937,7 +944,7 @@ impl<B: Backing> Source for Cntr<B> {
         }
         match self.blocker.get() {
             Some(CoreBlocker::Fd(b)) => Wake::Block(&**b),
-            Some(CoreBlocker::Cond(b)) => Wake::Block(b),
+            Some(CoreBlocker::Cntr(b)) => Wake::Block(b),
             Some(CoreBlocker::Yield) | None => Wake::Yield,
         }
     }
@@ -953,10 +960,14 @@ impl<B: Backing> Watched for Cntr<B> {
     }
 }
 
-/// Moves `seen` up to `now` and hands the difference to `add`, once, whoever races.
+/// Moves `seen` up to `now` and hands the difference to `add`, once, whoever races. A value
+/// below `seen` (a read that saw an interrupt's bias before its addition) is no change: the
+/// next read shows both.
 fn take_increase(seen: &AtomicU64, now: u64, add: impl FnOnce(u64)) {
     let last = seen.load(Ordering::Acquire);
-    if now != last
+    let delta = now.wrapping_sub(last);
+    if delta != 0
+        && (delta as i64) > 0
         && seen
             .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()

@@ -75,4 +75,10 @@ pub trait Blocker: Sync {
     fn interrupt(&self, kick: &EventFd) {
         kick.signal();
     }
+    /// False when a thread of the source's own makes the changes (a core's progress thread):
+    /// a waiter then blocks at once instead of spinning, which would only take that thread's
+    /// CPU, as the core's own waits do.
+    fn worth_spinning(&self) -> bool {
+        true
+    }
 }

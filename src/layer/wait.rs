@@ -5,13 +5,13 @@
 //! |---|---|---|
 //! | `tcp` | the domain's progress fd (the epoll set of its sockets), as the wait fd of a core CQ opened with `FI_WAIT_FD` for nothing else ([`Plan::ProgressFd`]) | tcp's counters and CQs block on that fd |
 //! | `…;ofi_rxm`, `…;ofi_rxd` | a core wait set (`fi_wait_open`, `FI_WAIT_FD`) per counter, on which the core counter is opened: the utility provider adds the fds of the inner CQs of the endpoints the counter is bound to ([`Plan::FdSet`]) | rxm and rxd add the same fds to their own waitable counters |
-//! | `sockets` | a core wait set with `FI_WAIT_MUTEX_COND` per counter: sockets signals its condition variable on every completion it counts ([`Plan::CondSet`]) | sockets' counters sleep on a condition variable its progress thread signals |
+//! | `sockets` | the core counter's own `fi_cntr_wait`, which sockets' progress thread wakes on every count; rscntr interrupts it by adding one to the core counter, which it then does not count ([`Plan::CoreWait`]) | the same wait |
 //! | shm and others | nothing: yield between pulls ([`Plan::Yield`]) | shm's waits yield |
 //!
 //! Each is an engine [`Blocker`]: a waiter takes a token, pulls (drives the core's progress)
 //! and checks, arms (the core's `fi_trywait`), then blocks, and is woken by the core's own
-//! event or by rscntr's interrupt (an eventfd beside the core's fd, or a broadcast on the
-//! core's condition variable).
+//! event or by rscntr's interrupt (an eventfd beside the core's fd, or an increment of the
+//! core counter).
 
 use crate::engine::{Blocker, EventFd, Token};
 use crate::ffi::err;
@@ -33,7 +33,7 @@ pub enum Plan {
         /// wake for them the same way).
         cap: Option<Duration>,
     },
-    CondSet,
+    CoreWait,
     Yield,
 }
 
@@ -42,13 +42,6 @@ const RXD_CAP: Duration = Duration::from_millis(10);
 /// The longest sleep of a counter bound to an rxm endpoint after its FI_ENABLE, when rxm
 /// gives it no fd (rxm's own counters then sleep 50 ms between progress calls).
 pub const LATE_BIND_CAP: Duration = Duration::from_millis(1);
-/// sockets signals its wait set's condition variable without taking the mutex, so a signal
-/// that lands between a waiter's last look at the counter (under the mutex, right before it
-/// sleeps) and its sleep is lost (about one wait in a thousand in a busy ping-pong): a
-/// waiter re-checks after [`COND_FIRST`], then this often while nothing signals.
-pub const COND_CAP: Duration = Duration::from_millis(5);
-/// The first re-check of a sleep on sockets' condition variable (see [`COND_CAP`]).
-pub const COND_FIRST: Duration = Duration::from_micros(200);
 /// tcp counts into a counter whose every read runs progress first, so an error completed by
 /// the progress of the read that fetches the value (the last one before sleeping) is seen only
 /// by the next read, and nothing else may make the progress fd readable: a waiter re-checks
@@ -67,7 +60,7 @@ pub fn plan_for(core: &str) -> Plan {
             fds_at_enable: false,
             cap: Some(RXD_CAP),
         },
-        ("sockets", _) => Plan::CondSet,
+        ("sockets", _) => Plan::CoreWait,
         _ => Plan::Yield,
     }
 }
@@ -306,120 +299,67 @@ impl Blocker for FdBlocker {
     }
 }
 
-/// Sleeps on the condition variable of a core wait set (sockets), which the core signals on
-/// every completion it counts into a counter opened on the set.
-pub struct CondBlocker {
-    set: *mut ofi::fid_wait,
-    mutex: *mut libc::pthread_mutex_t,
-    cond: *mut libc::pthread_cond_t,
-    /// Bumped (under the mutex) by each interrupt.
-    generation: AtomicU64,
-    /// Sleeps in a row that ended by timing out: the first one is short (see COND_FIRST).
-    timeouts: AtomicU64,
-    /// The core counter on the set and what was taken in from it, compared under the mutex
-    /// right before sleeping: sockets signals without the mutex, so a count that lands
-    /// between the waiter's check and its sleep is only seen this way.
-    taken: std::sync::OnceLock<Taken>,
+/// Sleeps in the core counter's own `fi_cntr_wait` (sockets), which its progress thread wakes
+/// on every count: the core checks and sleeps under the counter's mutex, and increments and
+/// wakes under it, so no count is missed. rscntr interrupts it by adding one to the core
+/// counter itself, an addition it keeps in `bias` and subtracts from what it takes in.
+pub struct CntrWaitBlocker {
+    cntr: std::sync::atomic::AtomicPtr<ofi::fid_cntr>,
+    /// What rscntr added to the core counter to interrupt waits (lives in the rscntr counter).
+    bias: std::sync::atomic::AtomicPtr<AtomicU64>,
+    /// sockets' wait returns -FI_EAVAIL at once, for ever, after its first error: from then on
+    /// waits sleep [`AFTER_ERROR`] between pulls.
+    errored: AtomicBool,
 }
 
-/// A core counter and the values rscntr last took in from it (`Cntr::sync`).
-struct Taken {
-    cntr: *mut ofi::fid_cntr,
-    value: *const AtomicU64,
-    errors: *const AtomicU64,
-}
+/// The longest sleep of a wait on a sockets counter that has had an error (see
+/// [`CntrWaitBlocker`]).
+pub const AFTER_ERROR: Duration = Duration::from_millis(1);
 
-// SAFETY: the mutex and condition variable are meant for use from any thread; the set is only
-// closed by Drop.
-unsafe impl Send for CondBlocker {}
+// SAFETY: the pointers are set once, before the blocker is used, to objects that outlive it;
+// sockets' counter ops are thread safe.
+unsafe impl Send for CntrWaitBlocker {}
 // SAFETY: as above.
-unsafe impl Sync for CondBlocker {}
+unsafe impl Sync for CntrWaitBlocker {}
 
-impl CondBlocker {
-    pub fn wait_set(core: CoreFabric) -> Result<CondBlocker, c_int> {
-        let set = open_wait_set(core, ofi::fi_wait_obj_FI_WAIT_MUTEX_COND)?;
-        let mut mc = ofi::fi_mutex_cond {
-            mutex: std::ptr::null_mut(),
-            cond: std::ptr::null_mut(),
-        };
-        let ret = control_getwait(set.cast(), &mut mc);
-        if ret != 0 || mc.mutex.is_null() || mc.cond.is_null() {
-            close_fid(set.cast(), "wait set");
-            return Err(if ret != 0 { ret } else { err::EOTHER });
+impl Default for CntrWaitBlocker {
+    fn default() -> Self {
+        CntrWaitBlocker {
+            cntr: Default::default(),
+            bias: Default::default(),
+            errored: AtomicBool::new(false),
         }
-        Ok(CondBlocker {
-            set,
-            mutex: mc.mutex.cast(),
-            cond: mc.cond.cast(),
-            generation: AtomicU64::new(0),
-            timeouts: AtomicU64::new(0),
-            taken: std::sync::OnceLock::new(),
-        })
     }
+}
 
-    /// The core counter opened on the set, and where rscntr keeps what it took in from it.
+impl CntrWaitBlocker {
+    /// The core counter to sleep in, and where the rscntr counter keeps the bias.
     ///
     /// # Safety
-    /// All three outlive the blocker; reading the counter runs no progress (sockets with
-    /// auto progress, the only core this blocker serves).
-    pub unsafe fn watch_counter(
-        &self,
-        cntr: *mut ofi::fid_cntr,
-        value: &AtomicU64,
-        errors: &AtomicU64,
-    ) {
-        let _ = self.taken.set(Taken {
-            cntr,
-            value,
-            errors,
-        });
+    /// Both outlive the blocker; reading the counter runs no progress (sockets with auto
+    /// progress, the only core this blocker serves).
+    pub unsafe fn watch_counter(&self, cntr: *mut ofi::fid_cntr, bias: &AtomicU64) {
+        self.bias
+            .store((bias as *const AtomicU64).cast_mut(), SeqCst);
+        self.cntr.store(cntr, SeqCst);
     }
 
-    /// True when the core counted something rscntr has not taken in yet.
-    fn moved(&self) -> bool {
-        let Some(t) = self.taken.get() else {
-            return false;
-        };
-        // SAFETY: see watch_counter; the core's own ops on its own counter.
-        unsafe {
-            let ops = &*(*t.cntr).ops;
-            ops.read
-                .is_some_and(|r| r(t.cntr) != (*t.value).load(SeqCst))
-                || ops
-                    .readerr
-                    .is_some_and(|r| r(t.cntr) != (*t.errors).load(SeqCst))
-        }
-    }
-
-    pub fn as_wait_set(&self) -> *mut ofi::fid_wait {
-        self.set
+    fn ops(&self) -> Option<(*mut ofi::fid_cntr, &ofi::fi_ops_cntr)> {
+        let c = self.cntr.load(SeqCst);
+        // SAFETY: an open core counter (see watch_counter).
+        (!c.is_null()).then(|| (c, unsafe { &*(*c).ops }))
     }
 }
 
-impl Drop for CondBlocker {
-    fn drop(&mut self) {
-        close_fid(self.set.cast(), "wait set");
-    }
-}
-
-/// `d` from now on CLOCK_REALTIME, which the core's condition variable measures in.
-fn realtime_after(d: Duration) -> libc::timespec {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
-    let total = now.tv_nsec as u64 + d.subsec_nanos() as u64;
-    libc::timespec {
-        tv_sec: now.tv_sec + d.as_secs() as libc::time_t + (total / 1_000_000_000) as libc::time_t,
-        tv_nsec: (total % 1_000_000_000) as libc::c_long,
-    }
-}
-
-impl Blocker for CondBlocker {
+impl Blocker for CntrWaitBlocker {
     fn prepare(&self) -> Token {
-        Token(self.generation.load(SeqCst))
+        // The core's own value: the wait below returns once it moves past it.
+        // SAFETY: the core's own read on its own counter.
+        Token(
+            self.ops()
+                .and_then(|(c, o)| o.read.map(|r| unsafe { r(c) }))
+                .unwrap_or(0),
+        )
     }
 
     fn arm(&self) -> bool {
@@ -427,41 +367,51 @@ impl Blocker for CondBlocker {
     }
 
     fn block(&self, token: Token, _kick: &EventFd, until: Option<Instant>) {
-        let cap = if self.timeouts.load(SeqCst) == 0 {
-            COND_FIRST
-        } else {
-            COND_CAP
+        let left = until.map(|u| u.saturating_duration_since(Instant::now()));
+        let (Some((c, ops)), false) = (self.ops(), self.errored.load(SeqCst)) else {
+            std::thread::sleep(left.map_or(AFTER_ERROR, |l| l.min(AFTER_ERROR)));
+            return;
         };
-        let left = sleep_for(until, cap.as_nanos() as u64).unwrap_or(cap);
-        let abs = realtime_after(left);
-        // SAFETY: the set's own mutex and condition variable, alive while the set is open.
-        unsafe {
-            libc::pthread_mutex_lock(self.mutex);
-            if self.generation.load(SeqCst) == token.0 && !self.moved() {
-                match libc::pthread_cond_timedwait(self.cond, self.mutex, &abs) {
-                    libc::ETIMEDOUT => self.timeouts.fetch_add(1, SeqCst),
-                    _ => self.timeouts.swap(0, SeqCst),
-                };
-            }
-            libc::pthread_mutex_unlock(self.mutex);
+        let Some(wait) = ops.wait else { return };
+        // Milliseconds, rounded up; -1: no limit.
+        let ms = left.map_or(-1, |l| {
+            l.as_micros().div_ceil(1000).min(i32::MAX as u128) as c_int
+        });
+        // SAFETY: the core's own wait on its own counter.
+        if unsafe { wait(c, token.0.wrapping_add(1), ms) } == err::EAVAIL {
+            fi_info!(
+                Cntr,
+                "the core's counter reports an error on every wait from now on; waits on it poll every {AFTER_ERROR:?}"
+            );
+            self.errored.store(true, SeqCst);
         }
     }
 
     fn interrupt(&self, _kick: &EventFd) {
-        // SAFETY: as in block.
-        unsafe {
-            libc::pthread_mutex_lock(self.mutex);
-            self.generation.fetch_add(1, SeqCst);
-            libc::pthread_cond_broadcast(self.cond);
-            libc::pthread_mutex_unlock(self.mutex);
+        let b = self.bias.load(SeqCst);
+        let Some((c, ops)) = self.ops().filter(|_| !b.is_null()) else {
+            return;
+        };
+        // Counted as rscntr's own before the core sees it: a reader that sees the core's value
+        // grown also sees the bias (see Cntr::sync).
+        // SAFETY: see watch_counter.
+        unsafe { &*b }.fetch_add(1, SeqCst);
+        if let Some(add) = ops.add {
+            // SAFETY: the core's own add on its own counter.
+            unsafe { add(c, 1) };
         }
+    }
+
+    fn worth_spinning(&self) -> bool {
+        // sockets' progress thread counts; spinning here would take its CPU.
+        false
     }
 }
 
 /// What a bound counter sleeps on.
 pub enum CoreBlocker {
     Fd(std::sync::Arc<FdBlocker>),
-    Cond(CondBlocker),
+    Cntr(CntrWaitBlocker),
     Yield,
 }
 
@@ -469,7 +419,7 @@ impl CoreBlocker {
     pub fn blocker(&self) -> Option<&dyn Blocker> {
         match self {
             CoreBlocker::Fd(b) => Some(&**b),
-            CoreBlocker::Cond(b) => Some(b),
+            CoreBlocker::Cntr(b) => Some(b),
             CoreBlocker::Yield => None,
         }
     }
@@ -478,7 +428,6 @@ impl CoreBlocker {
     pub fn wait_set(&self, shared_fd: bool) -> Option<*mut ofi::fid_wait> {
         match self {
             CoreBlocker::Fd(b) if !shared_fd => Some(b.as_wait_set()),
-            CoreBlocker::Cond(b) => Some(b.as_wait_set()),
             _ => None,
         }
     }
@@ -497,7 +446,7 @@ pub fn counter_blocker(
         Plan::FdSet { cap, .. } => {
             FdBlocker::wait_set(core, cap).map(|b| CoreBlocker::Fd(std::sync::Arc::new(b)))
         }
-        Plan::CondSet => CondBlocker::wait_set(core).map(CoreBlocker::Cond),
+        Plan::CoreWait => Ok(CoreBlocker::Cntr(CntrWaitBlocker::default())),
         Plan::Yield => return CoreBlocker::Yield,
     };
     made.unwrap_or_else(|e| {
