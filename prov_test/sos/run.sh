@@ -10,9 +10,9 @@
 # libfabric the tests run with (default: the built 2.1).
 #
 # Each test runs as `make check` runs it (oshrun -n 2, the MPICH wheel's hydra), under
-# `timeout` (RSCNTR_SOS_TIMEOUT seconds, default 600: over rscntr the slowest tests take about
-# 3 minutes on the 2-core machine, see the bound-waits issue), in its own network namespace with
-# only loopback, its own mount namespace with a private tmpfs on /dev/shm and its own PID
+# `timeout` (RSCNTR_SOS_TIMEOUT seconds, default 300; the slowest test, bigget, takes about 15 s
+# on the 2-core machine, directly or over rscntr), in its own network namespace with only
+# loopback, its own mount namespace with a private tmpfs on /dev/shm and its own PID
 # namespace (killing the namespace's first process ends every process in it). The core runs with
 # SHMEM_OFI_PROVIDER=<core>, rscntr with SHMEM_OFI_PROVIDER=rscntr FI_RSCNTR_CORE=<core>; the
 # environment is otherwise the same. Results: target/sos/<variant>-<core>-{core,rscntr}.txt
@@ -26,7 +26,7 @@ variant=${1:?usage: run.sh <variant> <core> <all|counters> [LIBDIR]}
 core=${2:?usage: run.sh <variant> <core> <all|counters> [LIBDIR]}
 which=${3:?usage: run.sh <variant> <core> <all|counters> [LIBDIR]}
 LIBDIR=${4:-$LF_PREFIX/lib}
-TIMEOUT=${RSCNTR_SOS_TIMEOUT:-600}
+TIMEOUT=${RSCNTR_SOS_TIMEOUT:-300}
 SOS=$DEPS/sos-$variant
 TESTDIR=$SOS/build/modules/tests-sos/test
 
