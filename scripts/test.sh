@@ -2,8 +2,11 @@
 # Runs every test: sets up first (scripts/setup.sh), then the cargo checks and tests, the C
 # programs in prov_test/ and examples/ against libfabric 2.1 and 2.5.1, the man page's freshness,
 # fi_info -e and log-line checks, scripts/install.sh into a temporary prefix, the hardening steps
-# (loom, valgrind, ASan, Miri, a link cut between network namespaces) and libfabric's own
-# fabtests. Every external process runs under `timeout`. Ends with "test.sh: N passed, M failed".
+# (loom, valgrind, ASan, Miri, a link cut between network namespaces), libfabric's own
+# fabtests, the ways of selecting rscntr (also against a debug libfabric 2.1) and Sandia
+# OpenSHMEM's test suite over sockets and tcp;ofi_rxm, each core against rscntr over it. Every
+# external process runs under `timeout`. Ends with "test.sh: N passed, M failed" (", K skipped"
+# when a step could not run, e.g. SOS without its tarball).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
