@@ -57,7 +57,7 @@ impl Source for Unsourced {
 pub struct Token(pub u64);
 
 /// A source's own way of blocking a thread until it may have changed: a core's wait fd, or
-/// its condition variable.
+/// its counter's own wait.
 ///
 /// Callers follow: `prepare`, pull and check, `arm` (if false, go back to pulling), `block`.
 /// A change of the source after `arm`, or an [`interrupt`](Blocker::interrupt) after

@@ -6,7 +6,7 @@
 //! must notice and signal the fd. Rather than a thread per counter, one process-wide watcher
 //! serves every armed counter whose fd cannot fire by itself, sleeping the way the counters'
 //! sources say ([`Wake`]):
-//! - [`Wake::Block`]: in the source's own blocker (a core's condition variable), woken by the
+//! - [`Wake::Block`]: in the source's own blocker (a core counter's own wait), woken by the
 //!   core's completions, by a new arming and by a counter leaving;
 //! - [`Wake::After`]: on a doubling schedule from [`WATCH_FIRST`] up to the smallest bound
 //!   among the armed counters (device counters);
