@@ -203,6 +203,10 @@ int main(void)
 	CHECK(wret == -FI_EOPBADSTATE && aret == -FI_EOPBADSTATE,
 	      "sockets directly: inject_write %zd, inject_atomic %zd: the core no longer needs the "
 	      "second enable (rscntr's repeat in src/layer/bind.rs may go)", wret, aret);
+	/* What SOS itself does on sockets: the baseline for rscntr's repeat below. */
+	run("sockets directly, the application's second enable", direct, 1, &wret, &aret, &count);
+	CHECK(wret == 0 && aret == 0 && count == 2, "sockets directly, two enables: inject_write "
+	      "%zd, inject_atomic %zd, counter %lu (want 0, 0, 2)", wret, aret, (unsigned long) count);
 	run_sep("scalable endpoint on sockets directly", direct);
 	fi_freeinfo(direct);
 
