@@ -151,6 +151,9 @@ pub struct Counter<S: Store = Atomics> {
     /// The leader's interrupt, made on first use (None if no fd could be made: the leader
     /// then yields instead of blocking).
     kick: OnceLock<Option<EventFd>>,
+    /// An interrupt was sent since the leader last drained `kick` (most blockers' interrupts
+    /// write it; the leader then reads it once, instead of once per sleep).
+    kicked: AtomicBool,
 }
 
 impl<S: Store> std::fmt::Debug for Counter<S> {
@@ -209,6 +212,7 @@ impl<S: Store> Counter<S> {
             leading: AtomicBool::new(false),
             blocked_in: Mutex::new(None),
             kick: OnceLock::new(),
+            kicked: AtomicBool::new(false),
         })
     }
 
@@ -298,6 +302,8 @@ impl<S: Store> Counter<S> {
             if let (Some(b), Some(Some(kick))) = (*blocked_in, self.kick.get()) {
                 // SAFETY: see BlockedIn: the leader is inside its wait while the slot is set.
                 unsafe { &*b.0 }.interrupt(kick);
+                // After the interrupt: a leader that sees the flag finds the write to drain.
+                self.kicked.store(true, SeqCst);
             }
         }
         if w >= ONE_WAITER {
@@ -383,8 +389,7 @@ impl<S: Store> Counter<S> {
         }
         let errors_at_start = self.read_err();
         started();
-        let check = || -> Option<Result<(), WaitError>> {
-            source.pull();
+        let compare = || -> Option<Result<(), WaitError>> {
             if self.read() >= threshold {
                 Some(Ok(()))
             } else if self.read_err() != errors_at_start {
@@ -392,6 +397,10 @@ impl<S: Store> Counter<S> {
             } else {
                 None
             }
+        };
+        let check = || -> Option<Result<(), WaitError>> {
+            source.pull();
+            compare()
         };
         if let Some(done) = check() {
             return done;
@@ -432,7 +441,7 @@ impl<S: Store> Counter<S> {
                             self.sleep(&check, &|| false, Some(until))
                         }
                     }
-                    Wake::Block(b) => self.block_in(b, &check, deadline),
+                    Wake::Block(b) => self.block_in(b, &check, &compare, deadline),
                 }
             };
             if let Some(done) = outcome {
@@ -475,10 +484,17 @@ impl<S: Store> Counter<S> {
 
     /// Sleeps in `b` as the leader, or on the listener as a follower while another thread
     /// leads (it wakes the followers when it leaves).
+    ///
+    /// `check` pulls the source then compares; `compare` only compares. The leader pulls with
+    /// `BLOCKED` clear, so that what its own pull counts does not interrupt it (a wasted
+    /// eventfd write, or an addition to a core counter, per completion), then sets it again
+    /// and compares once more: a mutation by another thread during the pull either saw
+    /// `BLOCKED` and interrupts, or is seen by that comparison.
     fn block_in(
         &self,
         b: &dyn Blocker,
         check: &dyn Fn() -> Option<Result<(), WaitError>>,
+        compare: &dyn Fn() -> Option<Result<(), WaitError>>,
         deadline: Option<Instant>,
     ) -> Option<Result<(), WaitError>> {
         if self.leading.swap(true, SeqCst) {
@@ -499,9 +515,15 @@ impl<S: Store> Counter<S> {
         super::sync::store_load_order();
         let cap = S::POLLED.then_some(self.tuning.poll_max);
         let result = loop {
-            kick.drain();
+            if self.kicked.swap(false, SeqCst) {
+                kick.drain();
+            }
             let token = b.prepare();
-            if let Some(done) = check() {
+            self.wake.fetch_and(!BLOCKED, SeqCst);
+            let pulled = check();
+            self.wake.fetch_or(BLOCKED, SeqCst);
+            super::sync::store_load_order();
+            if let Some(done) = pulled.or_else(compare) {
                 break Some(done);
             }
             let now = Instant::now();
