@@ -1,29 +1,32 @@
 //! rscntr: a libfabric provider whose counters are its reason to exist.
 //!
-//! Layout, as in libfabric's own providers: one module per fid class (`fabric`, `domain`, `eq`,
-//! `cntr`), the provider record and `getinfo` (`prov`, `info`), the C boundary (`ffi`, `log`,
-//! `params`), rscntr's extension API (`ext`), and the counter engine (`engine`), which knows
-//! nothing about libfabric.
+//! Layout: floors that import only downward (`tests/layout.rs` keeps it so):
+//! - `engine`: the counter engine (stores, sources, the wait protocol, the fd watcher); no
+//!   libfabric or rdma-core types;
+//! - `boundary`: the C boundary: panic containment (`ffi_boundary!`), fid checks, error codes,
+//!   `fi_log`, `fi_param`, process-wide state, test hooks, what `fi_prov_ini` registers;
+//! - `verbs`: rdma-core completion counters, loaded at run time;
+//! - `cntr`: the counter fid over either backing (`FI_RSCNTR_HW` policy included), which
+//!   knows its domain only through `CntrHome` and a core only as a `Feed`;
+//! - the two homes of counters, which do not import each other: `standalone`, the fabric,
+//!   domain and EQ of `FI_RSCNTR_CORE=none`, and `layer`, rscntr over a core provider;
+//! - on top: the provider record (`prov`), `getinfo` (`info`) and the extension API (`ext`).
 
 pub use ofi_libfabric_sys::bindgen as ofi;
 
 pub mod engine;
-pub mod ext;
-pub mod ffi;
-pub mod log;
+
+pub mod boundary;
+
 pub mod verbs;
 
 mod cntr;
-mod domain;
-mod eq;
-mod fabric;
-mod hw;
-mod info;
+
 mod layer;
-mod params;
-mod peer_sys;
+mod standalone;
+
+pub mod ext;
+mod info;
 mod prov;
-mod statics;
-mod testhook;
 
 pub use prov::fi_prov_ini;

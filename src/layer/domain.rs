@@ -2,13 +2,24 @@
 //! endpoints and MRs opened here get rscntr's bind so rscntr counters can be bound to them.
 
 use super::bind;
-use super::fabric::LayeredFabric;
-use super::to_core;
-use crate::cntr::{self, CntrHome, CoreDomain};
-use crate::ffi::{self, err};
-use crate::testhook::{self, Op};
+use super::getinfo::to_core;
+use super::home::CoreHome;
+use super::wait::{self, CoreFabric};
+use crate::boundary::ffi::{self, Children, err};
+use crate::boundary::provider;
+use crate::boundary::testhook::{self, Op};
+use crate::cntr::{self, Slots};
 use crate::{fi_warn, ofi};
-use std::ffi::{c_int, c_void};
+use std::ffi::{CStr, CString, c_int, c_void};
+
+/// The part of a layered fabric its domains use: which core it is, the core fabric's own ops
+/// for wait sets, and the domains open on it. It outlives them: rscntr refuses to close a
+/// fabric with domains open.
+pub struct FabricShare {
+    pub core: CString,
+    pub ops: CoreFabric,
+    pub domains: Children,
+}
 
 /// The domain ops in the newest layout (2.7 appends `xpu_ctx`, called without FI_CHECK_OP).
 #[repr(C)]
@@ -25,8 +36,8 @@ pub struct LayeredDomain {
     orig_fi_ops: *const ofi::fi_ops,
     orig_ops: *const ofi::fi_ops_domain,
     orig_mr: *const ofi::fi_ops_mr,
-    fabric: *const LayeredFabric,
-    pub home: CntrHome,
+    fabric: *const FabricShare,
+    pub home: CoreHome,
 }
 
 impl LayeredDomain {
@@ -58,8 +69,8 @@ impl LayeredDomain {
         unsafe { &*self.orig_mr }
     }
 
-    fn core_name(&self) -> &std::ffi::CStr {
-        // SAFETY: the fabric outlives its domains (the core refuses to close it before).
+    fn core_name(&self) -> &CStr {
+        // SAFETY: the fabric outlives its domains (rscntr refuses to close it before).
         unsafe { &(*self.fabric).core }
     }
 }
@@ -97,10 +108,10 @@ unsafe extern "C" fn no_core_cq_open(
 ///
 /// # Safety
 /// `dom` is an open core domain.
-pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_safe: bool) {
+pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe: bool) {
     // Hardware detection runs once per process, at the first domain open, as for rscntr's own
     // domains.
-    crate::hw::state();
+    cntr::hw::state();
     // SAFETY: the core's domain is valid.
     unsafe {
         let d = &mut *dom;
@@ -115,16 +126,17 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_sa
             orig_ops: d.ops,
             orig_mr: d.mr,
             fabric,
-            home: CntrHome::layered(CoreDomain {
+            home: CoreHome {
+                slots: Slots::default(),
                 domain: dom,
                 cntr_open: (*d.ops).cntr_open.unwrap_or(no_core_cntr_open),
                 watcher_may_progress: thread_safe,
-                fabric: fabric.core_ops(),
-                plan: super::wait::plan_for(&fabric.core.to_string_lossy()),
-                peer: super::wait::peer_counters_work(&fabric.core.to_string_lossy()),
+                fabric: fabric.ops,
+                plan: wait::plan_for(&fabric.core.to_string_lossy()),
+                peer: wait::peer_counters_work(&fabric.core.to_string_lossy()),
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
-            }),
+            },
         });
         l.fi_ops.close = Some(domain_close);
         l.fi_ops.ops_open = Some(domain_ops_open);
@@ -138,7 +150,7 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_sa
         l.mr.reg = Some(mr_reg);
         l.mr.regv = Some(mr_regv);
         l.mr.regattr = Some(mr_regattr);
-        fabric.children.add();
+        fabric.domains.add();
         let l = Box::into_raw(l);
         d.fid.ops = &mut (*l).fi_ops;
         d.ops = &mut (*l).ops.base;
@@ -151,7 +163,7 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
         // SAFETY: only patched core domains reach this op; fi_ops is the first field.
         let layered = unsafe { (*fid).ops as *mut LayeredDomain };
         // SAFETY: live until we free it below.
-        let open = unsafe { (*layered).home.children.count() };
+        let open = unsafe { (*layered).home.slots.children.count() };
         if open != 0 {
             fi_warn!(Domain, "domain still has {open} open rscntr counter(s)");
             return err::EBUSY;
@@ -159,16 +171,14 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
         // The CQ whose fd waits slept on goes first: the core refuses to close a domain
         // with CQs open.
         // SAFETY: live until we free it below.
-        if let Some(core) = unsafe { (*layered).home.core() } {
-            core.release_progress();
-        }
+        unsafe { (*layered).home.release_progress() };
         // SAFETY: the core's own close on its own domain.
         let ret = unsafe { ((*(*layered).orig_fi_ops).close.unwrap())(fid) };
         if ret == 0 {
             // SAFETY: the domain is gone; nothing refers to our tables any more. Its fabric
             // cannot have closed before it.
             let l = unsafe { Box::from_raw(layered) };
-            unsafe { &*l.fabric }.children.remove();
+            unsafe { &*l.fabric }.domains.remove();
         }
         ret
     }
@@ -189,12 +199,13 @@ unsafe extern "C" fn domain_ops_open(
             return err::EINVAL;
         }
         // SAFETY: a C string.
-        if unsafe { std::ffi::CStr::from_ptr(name) } == crate::ext::FI_RSCNTR_DOMAIN_OPS_V1 {
+        let name_c = unsafe { CStr::from_ptr(name) };
+        if let Some(ext) = provider::ext_ops().filter(|ext| name_c == ext.name) {
             if flags != 0 {
                 return err::EBADFLAGS;
             }
             // SAFETY: out pointer from the caller.
-            return ffi::status(unsafe { ffi::write_out(ops, crate::ext::domain_ops(), "ops") });
+            return ffi::status(unsafe { ffi::write_out(ops, ext.table, "ops") });
         }
         // SAFETY: only patched core domains reach this op; fi_ops is the first field.
         let layered = unsafe { &*((*fid).ops as *const LayeredDomain) };

@@ -2,11 +2,14 @@
 //! passive endpoints (which need the core's name in their info) and for fi_trywait (which must
 //! tell rscntr counters from core fids).
 
-use super::{core_fabric_info, core_of_fabric, domain, to_core};
-use crate::fabric::Children;
-use crate::ffi::{self, err};
-use crate::testhook::{self, Op};
-use crate::{cntr, fi_warn, ofi, params};
+use super::cq;
+use super::domain::{self, FabricShare};
+use super::getinfo::{core_fabric_info, core_of_fabric, to_core};
+use super::wait::CoreFabric;
+use crate::boundary::ffi::{self, Children, err};
+use crate::boundary::params;
+use crate::boundary::testhook::{self, Op};
+use crate::{cntr, fi_warn, ofi};
 use std::ffi::{CStr, CString, c_int, c_void};
 
 /// Per core fabric: rscntr's copies of its ops tables (the fid points at them) and the
@@ -19,10 +22,9 @@ pub struct LayeredFabric {
     ops: ofi::fi_ops_fabric,
     orig_fi_ops: *const ofi::fi_ops,
     orig_ops: *const ofi::fi_ops_fabric,
-    pub core: CString,
-    /// Open layered domains. Checked before the core's close runs: some cores (rxm) free
-    /// state before they notice a fabric is still in use.
-    pub children: Children,
+    /// What its domains use. `share.domains` is checked before the core's close runs: some
+    /// cores (rxm) free state before they notice a fabric is still in use.
+    share: FabricShare,
 }
 
 impl LayeredFabric {
@@ -34,15 +36,6 @@ impl LayeredFabric {
             &*((*fabric).ops as *const u8)
                 .sub(std::mem::offset_of!(LayeredFabric, ops))
                 .cast::<LayeredFabric>()
-        }
-    }
-
-    /// The core fabric's own ops for wait sets, for waits on its counters.
-    pub fn core_ops(&self) -> crate::layer::wait::CoreFabric {
-        crate::layer::wait::CoreFabric {
-            fabric: self.fid,
-            wait_open: self.orig().wait_open,
-            trywait: self.orig().trywait,
         }
     }
 
@@ -109,8 +102,16 @@ pub unsafe fn fabric_open(
             ops: *fab.ops,
             orig_fi_ops: fab.fid.ops,
             orig_ops: fab.ops,
-            core: CString::new(core.clone()).unwrap_or_default(),
-            children: Children::default(),
+            share: FabricShare {
+                core: CString::new(core.clone()).unwrap_or_default(),
+                // The core fabric's own ops for wait sets, for waits on its counters.
+                ops: CoreFabric {
+                    fabric: core_fabric,
+                    wait_open: (*fab.ops).wait_open,
+                    trywait: (*fab.ops).trywait,
+                },
+                domains: Children::default(),
+            },
         });
         l.fi_ops.close = Some(fabric_close);
         l.ops.size = l.ops.size.min(std::mem::size_of::<ofi::fi_ops_fabric>());
@@ -135,7 +136,7 @@ unsafe extern "C" fn fabric_close(fid: *mut ofi::fid) -> c_int {
         // SAFETY: only patched core fabrics reach this op; fi_ops is LayeredFabric's first field.
         let layered = unsafe { (*fid).ops as *mut LayeredFabric };
         // SAFETY: live until freed below.
-        let open = unsafe { (*layered).children.count() };
+        let open = unsafe { (*layered).share.domains.count() };
         if open != 0 {
             fi_warn!(Fabric, "fabric still has {open} open domain(s)");
             return err::EBUSY;
@@ -178,7 +179,7 @@ unsafe extern "C" fn domain_open2(
         }
         testhook::panic(Op::Domain);
         // SAFETY: info valid.
-        let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
+        let Some(core_info) = (unsafe { to_core(info, &layered.share.core) }) else {
             return err::ENOMEM;
         };
         // The core keeps the application's threading model when rscntr adds no concurrency of
@@ -210,12 +211,12 @@ unsafe extern "C" fn domain_open2(
         });
         if ret == 0 {
             // SAFETY: a just-opened core domain; core_info describes it.
-            unsafe { domain::patch(out, layered, thread_safe) };
+            unsafe { domain::patch(out, &layered.share, thread_safe) };
         }
         // SAFETY: allocated by to_core.
         unsafe { ofi::fi_freeinfo(core_info) };
         if ret != 0 {
-            fi_warn!(Domain, "core {:?} failed to open a domain: {ret}", layered.core);
+            fi_warn!(Domain, "core {:?} failed to open a domain: {ret}", layered.share.core);
             return ret;
         }
         // SAFETY: out pointer from the caller.
@@ -237,7 +238,7 @@ unsafe extern "C" fn passive_ep(
             return err::EINVAL;
         }
         // SAFETY: info valid.
-        let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
+        let Some(core_info) = (unsafe { to_core(info, &layered.share.core) }) else {
             return err::ENOMEM;
         };
         // SAFETY: the core's own op.
@@ -272,9 +273,9 @@ unsafe extern "C" fn trywait(
                 if ret != 0 {
                     return ret;
                 }
-            } else if unsafe { super::cq::is_emulated(fid) } {
+            } else if unsafe { cq::is_emulated(fid) } {
                 // SAFETY: a CQ whose wait object rscntr emulates.
-                let ret = unsafe { super::cq::trywait(fid) };
+                let ret = unsafe { cq::trywait(fid) };
                 if ret != 0 {
                     return ret;
                 }
