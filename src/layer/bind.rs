@@ -3,6 +3,7 @@
 
 use super::feed;
 use super::home::CoreHome;
+use super::interpose::close_through_core;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
 use crate::cntr::{self, AnyCntr};
@@ -297,22 +298,21 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: only patched fids reach this op.
         let b = unsafe { binder(fid) } as *const Binder as *mut Binder;
-        // SAFETY: the core's own close on its own object.
-        let ret = unsafe { ((*(*b).orig_fi_ops).close.unwrap())(fid) };
-        if ret == 0 {
-            // SAFETY: the object is gone; our Binder is no longer reachable.
-            let b = unsafe { Box::from_raw(b) };
-            let bound = b.bound.lock();
-            for c in bound.cntrs.iter() {
-                // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
-                unsafe { (**c).unbound(bound.enabled) };
-            }
-            if !b.core_info.is_null() {
-                // SAFETY: rscntr's own copy (see patch_ep); the core no longer uses it.
-                unsafe { ofi::fi_freeinfo(b.core_info) };
-            }
+        // SAFETY: the Binder of `fid`; nothing reaches it once the core closed the object.
+        let b = match unsafe { close_through_core(fid, b, (*b).orig_fi_ops) } {
+            Ok(b) => b,
+            Err(e) => return e,
+        };
+        let bound = b.bound.lock();
+        for c in bound.cntrs.iter() {
+            // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
+            unsafe { (**c).unbound(bound.enabled) };
         }
-        ret
+        if !b.core_info.is_null() {
+            // SAFETY: rscntr's own copy (see patch_ep); the core no longer uses it.
+            unsafe { ofi::fi_freeinfo(b.core_info) };
+        }
+        0
     }
 }
 

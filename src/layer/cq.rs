@@ -7,6 +7,7 @@
 //! do, only while armed). Reads, writes and everything else stay the core's own.
 
 use super::home::CoreHome;
+use super::interpose::close_through_core;
 use super::wait::CqOpenFn;
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook::{self, Op};
@@ -200,13 +201,11 @@ unsafe extern "C" fn cq_close(fid: *mut ofi::fid) -> c_int {
         let l = unsafe { LayeredCq::of(fid) } as *const LayeredCq as *mut LayeredCq;
         // SAFETY: live until freed below.
         watcher::unwatch(unsafe { (*l).key() });
-        // SAFETY: the core's own close on its own CQ.
-        let ret = unsafe { ((*(*l).orig_fi_ops).close.unwrap())(fid) };
-        if ret == 0 {
-            // SAFETY: the CQ is gone.
-            drop(unsafe { Box::from_raw(l) });
+        // SAFETY: the record of this CQ, off the watcher.
+        match unsafe { close_through_core(fid, l, (*l).orig_fi_ops) } {
+            Ok(_) => 0,
+            Err(e) => e,
         }
-        ret
     }
 }
 

@@ -2,8 +2,8 @@
 //! endpoints and MRs opened here get rscntr's bind so rscntr counters can be bound to them.
 
 use super::bind;
-use super::getinfo::to_core;
 use super::home::CoreHome;
+use super::interpose::{CoreInfo, close_through_core, open_through_core};
 use super::wait::{self, CoreFabric};
 use crate::boundary::ffi::{self, Children, err};
 use crate::boundary::provider;
@@ -172,15 +172,15 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
         // with CQs open.
         // SAFETY: live until we free it below.
         unsafe { (*layered).home.release_progress() };
-        // SAFETY: the core's own close on its own domain.
-        let ret = unsafe { ((*(*layered).orig_fi_ops).close.unwrap())(fid) };
-        if ret == 0 {
-            // SAFETY: the domain is gone; nothing refers to our tables any more. Its fabric
-            // cannot have closed before it.
-            let l = unsafe { Box::from_raw(layered) };
-            unsafe { &*l.fabric }.domains.remove();
+        // SAFETY: the record of this domain; nothing refers to its tables once it is gone.
+        match unsafe { close_through_core(fid, layered, (*layered).orig_fi_ops) } {
+            Ok(l) => {
+                // SAFETY: its fabric cannot have closed before it.
+                unsafe { &*l.fabric }.domains.remove();
+                0
+            }
+            Err(e) => e,
         }
-        ret
     }
 }
 
@@ -254,7 +254,7 @@ unsafe extern "C" fn cntr_open(
 /// Opens a core endpoint from an rscntr info and gives it rscntr's bind.
 ///
 /// # Safety
-/// As the endpoint ops: `info` NULL or valid, `ep` an out pointer.
+/// As the endpoint ops: `info` NULL or valid, `ep` an out pointer; `open` the core's op.
 unsafe fn open_ep(
     domain: *mut ofi::fid_domain,
     info: *mut ofi::fi_info,
@@ -263,32 +263,19 @@ unsafe fn open_ep(
 ) -> c_int {
     // SAFETY: only patched core domains reach the endpoint ops.
     let layered = unsafe { LayeredDomain::of(domain) };
-    // Checked before the core opens anything: an endpoint opened for a NULL out pointer could
-    // never be closed (nor its domain); a NULL info crashes some cores and not others.
-    if info.is_null() || ep.is_null() {
-        fi_warn!(Domain, "NULL info or endpoint out pointer");
-        return err::EINVAL;
-    }
-    // SAFETY: info valid.
-    let Some(core_info) = (unsafe { to_core(info, layered.core_name()) }) else {
-        return err::ENOMEM;
+    let open = |core_info, out| {
+        testhook::fail(Op::Endpoint).unwrap_or_else(|| open(layered.orig(), core_info, out))
     };
-    let mut out: *mut ofi::fid_ep = std::ptr::null_mut();
-    let ret =
-        testhook::fail(Op::Endpoint).unwrap_or_else(|| open(layered.orig(), core_info, &mut out));
-    if ret != 0 {
-        // SAFETY: allocated by to_core.
-        unsafe { ofi::fi_freeinfo(core_info) };
-        return ret;
-    }
-    // The endpoint keeps core_info (cores may keep pointers into it) and frees it on close.
-    // SAFETY: a just-opened core endpoint; core_info is ours.
-    unsafe {
+    // The endpoint keeps the core's info (cores may keep pointers into it) and frees it on
+    // close.
+    let patch = |out, core_info: CoreInfo| {
         let core = layered.core_name().to_string_lossy();
-        bind::patch_ep(out, &layered.home, &core, core_info)
+        // SAFETY: a just-opened core endpoint of this domain; the info is ours.
+        unsafe { bind::patch_ep(out, &layered.home, &core, core_info.keep()) }
     };
-    // SAFETY: out pointer from the caller.
-    ffi::status(unsafe { ffi::write_out(ep, out, "endpoint") })
+    let refuse = || fi_warn!(Domain, "NULL info or endpoint out pointer");
+    // SAFETY: the caller's contract.
+    unsafe { open_through_core(ep, Some((info, layered.core_name())), refuse, open, patch) }
 }
 
 unsafe extern "C" fn endpoint(
@@ -338,33 +325,28 @@ unsafe extern "C" fn scalable_ep(
     }
 }
 
-/// Registers through the core (`reg`), unless `mr` is NULL (the core would write through it)
-/// or the test hook fails the call, then gives the new core MR rscntr's bind.
+/// Registers through the core (`reg`, behind the test hook), then gives the new core MR
+/// rscntr's bind.
 ///
 /// # Safety
-/// `fid` a patched domain's fid; `reg` the core's registration, filling `mr` when it returns 0.
+/// `fid` a patched domain's fid; `mr` NULL or the application's out pointer; `reg` the core's
+/// registration, filling its argument when it returns 0.
 unsafe fn patched_mr(
     fid: *mut ofi::fid,
     mr: *mut *mut ofi::fid_mr,
-    reg: impl FnOnce() -> c_int,
+    reg: impl FnOnce(*mut *mut ofi::fid_mr) -> c_int,
 ) -> c_int {
-    if mr.is_null() {
-        fi_warn!(Domain, "NULL MR out pointer");
-        return err::EINVAL;
-    }
-    let ret = testhook::fail(Op::MrReg).unwrap_or_else(reg);
-    if ret == 0 {
-        // SAFETY: the core registered an MR and stored it through `mr`.
-        unsafe {
-            let layered = LayeredDomain::of_fid(fid);
-            bind::patch(
-                (*mr).cast(),
-                &layered.home,
-                &layered.core_name().to_string_lossy(),
-            )
-        };
-    }
-    ret
+    // SAFETY: only patched core domains reach the MR ops.
+    let layered = unsafe { LayeredDomain::of_fid(fid) };
+    let open = |_, out| testhook::fail(Op::MrReg).unwrap_or_else(|| reg(out));
+    let patch = |out: *mut ofi::fid_mr, _| {
+        let core = layered.core_name().to_string_lossy();
+        // SAFETY: the core registered an MR of this domain.
+        unsafe { bind::patch(out.cast(), &layered.home, &core) }
+    };
+    let refuse = || fi_warn!(Domain, "NULL MR out pointer");
+    // SAFETY: the caller's contract.
+    unsafe { open_through_core(mr, None, refuse, open, patch) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -383,7 +365,7 @@ unsafe extern "C" fn mr_reg(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let reg = LayeredDomain::of_fid(fid).orig_mr().reg.unwrap();
-            patched_mr(fid, mr, || reg(fid, buf, len, access, offset, requested_key, flags, mr, context))
+            patched_mr(fid, mr, |out| reg(fid, buf, len, access, offset, requested_key, flags, out, context))
         }
     }
 }
@@ -404,7 +386,7 @@ unsafe extern "C" fn mr_regv(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let regv = LayeredDomain::of_fid(fid).orig_mr().regv.unwrap();
-            patched_mr(fid, mr, || regv(fid, iov, count, access, offset, requested_key, flags, mr, context))
+            patched_mr(fid, mr, |out| regv(fid, iov, count, access, offset, requested_key, flags, out, context))
         }
     }
 }
@@ -419,7 +401,7 @@ unsafe extern "C" fn mr_regattr(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let regattr = LayeredDomain::of_fid(fid).orig_mr().regattr.unwrap();
-            patched_mr(fid, mr, || regattr(fid, attr, flags, mr))
+            patched_mr(fid, mr, |out| regattr(fid, attr, flags, out))
         }
     }
 }

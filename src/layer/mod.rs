@@ -13,6 +13,8 @@
 //! - `feed.rs`: a bound counter's core counter, taking in its counts, arming it;
 //! - `cq.rs`: CQ wait objects a core lacks;
 //! - `bind.rs`: rscntr's bind on core endpoints and MRs;
+//! - `interpose.rs`: what the interposed opens and closes share (the core's info, patching the
+//!   new object, freeing rscntr's record only once the core closed the object);
 //! - `domain.rs`, `fabric.rs`: the interposed domain and fabric ops.
 
 mod bind;
@@ -22,6 +24,7 @@ mod fabric;
 mod feed;
 mod getinfo;
 mod home;
+mod interpose;
 mod wait;
 
 pub use domain::is_layered as is_layered_domain;
