@@ -4,8 +4,9 @@
 //! - an import of a floor above the file's own;
 //! - an import between the two rooms of one floor (the homes of counters: `standalone/` and
 //!   `layer/` do not know each other);
-//! - a circle of files importing each other, within a floor;
-//! - a file in no floor (a new file must be given one here).
+//! - a circle of files importing each other;
+//! - a file in no floor (a new file must be given one here);
+//! - anything but module declarations and re-exports in the crate root.
 //!
 //! A folder's `mod.rs` may re-export its files: a path through a re-export counts as an import
 //! of the file that defines the item, and the re-export itself is checked against the floors
@@ -246,7 +247,14 @@ fn check(files: &BTreeMap<String, String>) -> Vec<String> {
             }
         }
         imports.retain(|i| i.target != **file);
-        if *file != ROOT {
+        if *file == ROOT {
+            for i in imports.iter().filter(|i| !i.reexport) {
+                errors.push(format!(
+                    "src/{file}:{}: `{}`: the crate root only declares modules and re-exports",
+                    i.line, i.text
+                ));
+            }
+        } else {
             match place(file) {
                 None => errors.push(format!(
                     "src/{file}: in no floor (add it to FLOORS in tests/layout.rs and to the \
