@@ -72,48 +72,43 @@ fn the_check_catches_upward_imports_circles_and_crossed_rooms() {
     };
     assert_eq!(tree(&[]), Vec::<String>::new(), "the clean tree passes");
 
-    let up = tree(&[(
-        "boundary/log.rs",
-        "use crate::engine::Store;\nuse crate::prov::NAME;",
-    )]);
-    assert!(
-        up.len() == 1 && up[0].starts_with("src/boundary/log.rs:2: ") && up[0].contains("runs up"),
-        "{up:?}"
+    // Each planted change must give exactly one error, containing every one of `want`.
+    let expect = |planted: &[(&str, &str)], want: &[&str]| {
+        let errors = tree(planted);
+        assert!(
+            errors.len() == 1 && want.iter().all(|w| errors[0].contains(w)),
+            "planted {planted:?}: want one error with {want:?}, got {errors:?}"
+        );
+    };
+    expect(
+        &[(
+            "boundary/log.rs",
+            "use crate::engine::Store;\nuse crate::prov::NAME;",
+        )],
+        &["src/boundary/log.rs:2: ", "runs up"],
     );
-
-    let inline_up = tree(&[("cntr/open.rs", "pub fn open_in() { crate::layer::f(); }")]);
-    assert!(
-        inline_up.len() == 1 && inline_up[0].starts_with("src/cntr/open.rs:1: "),
-        "{inline_up:?}"
+    expect(
+        &[("cntr/open.rs", "pub fn open_in() { crate::layer::f(); }")],
+        &["src/cntr/open.rs:1: ", "runs up"],
     );
-
-    let across = tree(&[(
-        "layer/fabric.rs",
-        "use super::domain;\nuse crate::standalone;",
-    )]);
-    assert!(
-        across.len() == 1
-            && across[0].starts_with("src/layer/fabric.rs:2: ")
-            && across[0].contains("room"),
-        "{across:?}"
+    expect(
+        &[(
+            "layer/fabric.rs",
+            "use super::domain;\nuse crate::standalone;",
+        )],
+        &["src/layer/fabric.rs:2: ", "room"],
     );
-
-    let circle = tree(&[(
-        "layer/domain.rs",
-        "use crate::cntr;\nfn f() { super::fabric::g(); }",
-    )]);
-    assert!(
-        circle.len() == 1
-            && circle[0].contains("circle")
-            && circle[0].contains("src/layer/domain.rs:2")
-            && circle[0].contains("src/layer/fabric.rs:1"),
-        "{circle:?}"
+    expect(
+        &[(
+            "layer/domain.rs",
+            "use crate::cntr;\nfn f() { super::fabric::g(); }",
+        )],
+        &["circle", "src/layer/domain.rs:2", "src/layer/fabric.rs:1"],
     );
-
-    let homeless = tree(&[("util.rs", "")]);
-    assert!(
-        homeless.len() == 1 && homeless[0].starts_with("src/util.rs: "),
-        "{homeless:?}"
+    expect(&[("util.rs", "")], &["src/util.rs: ", "no floor"]);
+    expect(
+        &[("lib.rs", "mod engine; use crate::prov::NAME;")],
+        &["src/lib.rs:1: ", "root"],
     );
 }
 
