@@ -97,8 +97,8 @@ impl<B: Backing> Cntr<B> {
         }
     }
 
-    /// True when the core may count into this counter and pulling it drives progress.
-    fn live(&self) -> Option<&dyn Feed> {
+    /// The feed, when the core may count into this counter and pulling it drives progress.
+    fn live_feed(&self) -> Option<&dyn Feed> {
         self.feed().filter(|f| f.live())
     }
 
@@ -245,7 +245,7 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     fn trywait(&self) -> c_int {
         // What the core completed already is taken in first, so that the comparison below
         // sees it and the core's fd is not left readable for work that is done.
-        let live = self.live();
+        let live = self.live_feed();
         let counter = self.engine.counter();
         if let Some(feed) = live {
             feed.sync(counter, true);
