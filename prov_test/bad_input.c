@@ -110,7 +110,7 @@
 #ifndef FI_XPU
 #define FI_XPU (1ULL << 44)
 #endif
-/* src/testhook.rs: PANIC_CMD */
+/* src/boundary/testhook.rs: PANIC_CMD */
 #define RSCNTR_TEST_PANIC_CMD 0x52537e57
 /* Generous bound for "returns at once": never a timing assertion, only a hang detector. */
 #define AT_ONCE_MS 2000.0

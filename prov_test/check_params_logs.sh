@@ -57,7 +57,7 @@ expect "$debug" ':rscntr:core:read_int\(\):[0-9]+<warn> FI_RSCNTR_SPIN = 99 is o
 expect "$info" ':rscntr:cntr:new_fid\(\):[0-9]+<info> opened a' "info from a generic function"
 expect "$warn" ':rscntr:cntr:parse_attr\(\):[0-9]+<warn> unknown wait object' "warn from a plain function"
 expect "$warn" ':rscntr:cntr:cntr_control\(\):[0-9]+<warn> ' "warn inside a closure within ffi_boundary!"
-# no_cq_open is made by domain.rs's not_yet! macro (rscntr's own domain, FI_RSCNTR_CORE=none).
+# no_cq_open is made by src/standalone/domain.rs's not_yet! macro (rscntr's own domain, FI_RSCNTR_CORE=none).
 expect "$warn" ':rscntr:domain:no_cq_open\(\):[0-9]+<warn> fi_cq_open is not supported' "warn from a macro-generated function"
 if grep -qE '<(info|debug)>' <<<"$warn"; then fail "FI_LOG_LEVEL=warn shows info/debug lines"; fi
 

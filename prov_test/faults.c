@@ -5,7 +5,7 @@
  * object opened before it still closes with 0 (nothing half-open), and that no fd is left
  * behind. The parent checks the child's exit code and its log lines.
  *
- * 1. Core calls failing (FI_RSCNTR_TEST_FAIL=<op>, src/testhook.rs), over a core only
+ * 1. Core calls failing (FI_RSCNTR_TEST_FAIL=<op>, src/boundary/testhook.rs), over a core only
  *    (skipped with FI_RSCNTR_CORE=none): the core's getinfo, fabric, domain, cq_open,
  *    endpoint, passive endpoint, the core counter opened at the first bind (cntr_open), the
  *    bind of that counter, mr_reg. Each fails with -FI_EIO (getinfo: -FI_ENODATA, libfabric's
@@ -34,7 +34,7 @@
 #include "harness.h"
 #include "child.h"
 
-#define RSCNTR_TEST_PANIC_CMD 0x52537e57 /* src/testhook.rs: PANIC_CMD */
+#define RSCNTR_TEST_PANIC_CMD 0x52537e57 /* src/boundary/testhook.rs: PANIC_CMD */
 
 static int standalone;
 

@@ -1,9 +1,11 @@
 //! rscntr's extension API, opened with `fi_open_ops` on a domain. The C header
 //! `include/rdma/fi_ext_rscntr.h` is generated from this file by cbindgen (see tests/header.rs).
 
+use crate::boundary::ffi;
+use crate::boundary::provider::OpenOps;
+use crate::cntr::hw::{self, HwState};
 use crate::cntr::{self, Backend};
-use crate::ffi;
-use crate::hw::{self, HwState};
+use crate::{layer, standalone};
 use std::ffi::{CStr, c_int, c_void};
 
 /// The name to pass to `fi_open_ops` on an rscntr domain.
@@ -63,8 +65,13 @@ static DOMAIN_OPS: fi_rscntr_domain_ops = fi_rscntr_domain_ops {
     hw_state: Some(hw_state),
 };
 
-pub(crate) fn domain_ops() -> *mut c_void {
-    &DOMAIN_OPS as *const _ as *mut c_void
+/// What every rscntr domain hands out for `fi_open_ops(FI_RSCNTR_DOMAIN_OPS_V1)` (registered by
+/// `fi_prov_ini`).
+pub(crate) fn open_ops() -> OpenOps {
+    OpenOps {
+        name: FI_RSCNTR_DOMAIN_OPS_V1,
+        table: &DOMAIN_OPS as *const _ as *mut c_void,
+    }
 }
 
 unsafe extern "C" fn cntr_backend(cntr: *mut fid_cntr, backend: *mut fi_rscntr_backend) -> c_int {
@@ -87,9 +94,9 @@ unsafe extern "C" fn hw_state(domain: *mut fid_domain, state: *mut fi_rscntr_hw_
     crate::ffi_boundary! {
         // SAFETY: the caller passes a domain fid (checked to be ours).
         // SAFETY: NULL or a readable fid.
-        if !domain.is_null() && unsafe { crate::layer::is_layered_domain(domain) } {
+        if !domain.is_null() && unsafe { layer::is_layered_domain(domain) } {
             // a core domain rscntr layers over
-        } else if let Err(e) = unsafe { ffi::object::<crate::domain::Domain>(domain.cast()) } {
+        } else if let Err(e) = unsafe { ffi::object::<standalone::Domain>(domain.cast()) } {
             return e;
         }
         use fi_rscntr_hw_state::*;

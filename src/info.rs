@@ -5,31 +5,15 @@
 //! particular to the `rscntr;^ofi_rxm` (MSG) and `rscntr;^ofi_rxd` (DGRAM) probes that libfabric's
 //! utility providers send, so that no utility provider layers over rscntr.
 
-use crate::ffi::err;
+use crate::boundary::ffi::err;
+use crate::boundary::provider::{self, is_our_name};
+use crate::cntr::hw;
 use crate::layer::{self, CoreSetting};
-use crate::{fi_dbg, fi_warn, ofi, prov};
+use crate::{fi_dbg, fi_warn, ofi};
 use std::ffi::{CStr, c_char, c_int};
-
-/// Counters a domain can have open at once (`domain_attr->cntr_cnt`), enforced by cntr_open.
-pub const MAX_CNTRS: usize = 4096;
 
 /// Capabilities rscntr can honour today: none beyond counters, which need no cap bit.
 const PROV_CAPS: u64 = 0;
-
-// The bindings describe the 2.1 structs; the 2.5 fields are written at the offsets below only
-// when the running library is 2.5 or newer. Building against 2.5+ headers would need this
-// code to use the generated fields instead, so refuse it loudly.
-const _: () = assert!(
-    ofi::FI_MAJOR_VERSION == 2 && ofi::FI_MINOR_VERSION < 5,
-    "rscntr must be built against libfabric 2.1-2.4 headers (it runs on newer libraries)"
-);
-/// In 2.5, `max_cntr_value` and `max_err_cntr_value` follow `max_group_id`, 8-byte aligned,
-/// which is exactly where the 2.1 struct (padded to 8) ends.
-const MAX_CNTR_VALUE_OFFSET: usize = std::mem::size_of::<ofi::fi_domain_attr>();
-const _: () = assert!(
-    MAX_CNTR_VALUE_OFFSET
-        == (std::mem::offset_of!(ofi::fi_domain_attr, max_group_id) + 4).next_multiple_of(8)
-);
 
 /// Why a request does not match what rscntr serves (logged at debug level, returned as ENODATA).
 type Mismatch = &'static str;
@@ -150,32 +134,20 @@ unsafe fn check_request(
         }
         if let Some(fab) = h.fabric_attr.as_ref() {
             check_prov_name(fab.prov_name)?;
-            if !name_matches(fab.name) {
+            if !is_our_name(fab.name) {
                 return Err("hints name another fabric");
             }
         }
         if let Some(dom) = h.domain_attr.as_ref() {
-            if !name_matches(dom.name) {
+            if !is_our_name(dom.name) {
                 return Err("hints name another domain");
             }
-            if dom.cntr_cnt > crate::hw::advertised_limits().0 {
+            if dom.cntr_cnt > hw::advertised_limits().0 {
                 return Err("hints ask for more counters than a domain offers");
             }
         }
     }
     Ok(())
-}
-
-/// NULL, or our own name (libfabric compares names case-insensitively).
-///
-/// # Safety
-/// `name` is NULL or a C string.
-unsafe fn name_matches(name: *const c_char) -> bool {
-    // SAFETY: caller's contract.
-    name.is_null()
-        || unsafe { CStr::from_ptr(name) }
-            .to_bytes()
-            .eq_ignore_ascii_case(prov::NAME.as_bytes())
 }
 
 /// Accepts `rscntr`, and layered forms where `rscntr` is the only positive name; rejects any
@@ -192,11 +164,11 @@ unsafe fn check_prov_name(prov_name: *const c_char) -> Result<(), Mismatch> {
     let mut named_us = false;
     for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
         match part.strip_prefix('^') {
-            Some(excluded) if excluded.eq_ignore_ascii_case(prov::NAME) => {
+            Some(excluded) if excluded.eq_ignore_ascii_case(provider::NAME) => {
                 return Err("hints exclude rscntr");
             }
             Some(_) => return Err("a utility provider's probe (it excludes itself)"),
-            None if part.eq_ignore_ascii_case(prov::NAME) => named_us = true,
+            None if part.eq_ignore_ascii_case(provider::NAME) => named_us = true,
             None => return Err("hints name another provider"),
         }
     }
@@ -269,21 +241,21 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
     );
     dom.av_type = ofi::fi_av_type_FI_AV_UNSPEC;
     dom.mr_mode = 0;
-    let (cntr_cnt, max_cntr_value) = crate::hw::advertised_limits();
+    let (cntr_cnt, max_cntr_value) = hw::advertised_limits();
     dom.cntr_cnt = cntr_cnt;
     dom.mr_iov_limit = 1;
     dom.tclass = ofi::FI_TC_UNSPEC;
-    if prov::runtime_version() >= prov::API_2_5 {
+    if provider::runtime_version() >= provider::API_2_5 {
         // SAFETY: the running library allocated this attr.
-        unsafe { write_max_cntr_values(dom, max_cntr_value) };
+        unsafe { provider::write_max_cntr_values(dom, max_cntr_value) };
     }
     fab.prov_name = std::ptr::null_mut(); // libfabric fills in "rscntr"
-    fab.prov_version = prov::PROVIDER_VERSION;
-    fab.api_version = prov::runtime_version();
+    fab.prov_version = provider::PROVIDER_VERSION;
+    fab.api_version = provider::runtime_version();
     // SAFETY: strdup of static C strings; libfabric frees them with free().
     unsafe {
-        dom.name = libc::strdup(prov::NAME_C.as_ptr());
-        fab.name = libc::strdup(prov::NAME_C.as_ptr());
+        dom.name = libc::strdup(provider::NAME_C.as_ptr());
+        fab.name = libc::strdup(provider::NAME_C.as_ptr());
     }
     if dom.name.is_null() || fab.name.is_null() {
         // SAFETY: `info` came from fi_dupinfo; fi_freeinfo frees whatever was set.
@@ -291,29 +263,4 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
         return None;
     }
     Some(info)
-}
-
-/// # Safety
-/// `name` is NULL or a C string.
-pub unsafe fn is_our_name(name: *const c_char) -> bool {
-    // SAFETY: caller's contract.
-    unsafe { name_matches(name) }
-}
-
-/// Writes `max_cntr_value` and `max_err_cntr_value`.
-///
-/// # Safety
-/// `dom` was allocated by a running libfabric of API 2.5 or newer, so it has the two u64
-/// fields right after the 2.1 layout (checked at compile time above).
-pub unsafe fn write_max_cntr_values(dom: *mut ofi::fi_domain_attr, value: u64) {
-    // SAFETY: caller's contract.
-    unsafe {
-        let base = dom.cast::<u8>();
-        base.add(MAX_CNTR_VALUE_OFFSET)
-            .cast::<u64>()
-            .write_unaligned(value);
-        base.add(MAX_CNTR_VALUE_OFFSET + 8)
-            .cast::<u64>()
-            .write_unaligned(value);
-    }
 }

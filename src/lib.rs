@@ -1,29 +1,33 @@
 //! rscntr: a libfabric provider whose counters are its reason to exist.
 //!
-//! Layout, as in libfabric's own providers: one module per fid class (`fabric`, `domain`, `eq`,
-//! `cntr`), the provider record and `getinfo` (`prov`, `info`), the C boundary (`ffi`, `log`,
-//! `params`), rscntr's extension API (`ext`), and the counter engine (`engine`), which knows
-//! nothing about libfabric.
+//! Layout (the README's): floors, lowest first; a file imports only its own floor and those
+//! below, the two homes do not import each other, no files import each other in a circle
+//! (`tests/layout.rs` keeps it so). This file only declares them.
+//! - `engine`: the counter engine; no libfabric or rdma-core types;
+//! - `boundary`: the C boundary: panic containment (`ffi_boundary!`), fid checks, error codes,
+//!   `fi_log`, `fi_param`, process-wide state, test hooks, what `fi_prov_ini` registers;
+//! - `verbs`: rdma-core completion counters, loaded at run time;
+//! - `cntr`: the counter fid over either backing (with the `FI_RSCNTR_HW` policy), which knows
+//!   its domain only through `CntrHome` and the core of a bound counter only as a `Feed`;
+//! - `standalone` and `layer`: the two homes of counters, rscntr's own fabric, domain and EQ
+//!   (`FI_RSCNTR_CORE=none`), and rscntr over a core provider;
+//! - on top: the provider record (`prov`), `getinfo` (`info`), the extension API (`ext`).
 
 pub use ofi_libfabric_sys::bindgen as ofi;
 
 pub mod engine;
-pub mod ext;
-pub mod ffi;
-pub mod log;
+
+pub mod boundary;
+
 pub mod verbs;
 
 mod cntr;
-mod domain;
-mod eq;
-mod fabric;
-mod hw;
-mod info;
+
 mod layer;
-mod params;
-mod peer_sys;
+mod standalone;
+
+pub mod ext;
+mod info;
 mod prov;
-mod statics;
-mod testhook;
 
 pub use prov::fi_prov_ini;

@@ -1,37 +1,13 @@
-//! The provider record libfabric loads: `fi_prov_ini`, versions and run-time parameters.
+//! The provider record libfabric loads: `fi_prov_ini`, which registers it with the boundary
+//! (with the running API version and the extension ops), and the record's entries: `getinfo`
+//! (`info.rs`), `fabric`, which opens rscntr's own fabric or a core's by the fabric's name,
+//! and `cleanup`.
 
-use crate::ofi;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-pub const NAME: &str = "rscntr";
-pub const NAME_C: &std::ffi::CStr = c"rscntr";
-
-/// `FI_VERSION(major, minor)`.
-pub const fn fi_version(major: u32, minor: u32) -> u32 {
-    (major << 16) | minor
-}
-
-/// The crate version in libfabric's provider convention (`OFI_VERSION_DEF_PROV`):
-/// FI_VERSION(major * 100 + minor, patch * 10), so 0.1.0 shows as "1.0" in `fi_info`.
-pub const PROVIDER_VERSION: u32 = {
-    const fn num(s: &str) -> u32 {
-        let b = s.as_bytes();
-        let mut i = 0;
-        let mut n = 0;
-        while i < b.len() {
-            n = n * 10 + (b[i] - b'0') as u32;
-            i += 1;
-        }
-        n
-    }
-    let major = num(env!("CARGO_PKG_VERSION_MAJOR"));
-    let minor = num(env!("CARGO_PKG_VERSION_MINOR"));
-    let patch = num(env!("CARGO_PKG_VERSION_PATCH"));
-    fi_version(major * 100 + minor, patch * 10)
-};
-
-/// API 2.5 added `fi_domain_attr.max_cntr_value` and `max_err_cntr_value`.
-pub const API_2_5: u32 = fi_version(2, 5);
+use crate::boundary::ffi::err;
+use crate::boundary::params;
+use crate::boundary::provider::{self, NAME_C, PROVIDER_VERSION, Registration};
+use crate::{ext, fi_warn, layer, ofi, standalone};
+use std::ffi::{c_int, c_void};
 
 /// libfabric owns `context` and writes into it, so the record must be in writable memory.
 static mut PROVIDER: ofi::fi_provider = ofi::fi_provider {
@@ -42,24 +18,12 @@ static mut PROVIDER: ofi::fi_provider = ofi::fi_provider {
     },
     name: NAME_C.as_ptr(),
     getinfo: Some(crate::info::getinfo),
-    fabric: Some(crate::fabric::fabric_open),
+    fabric: Some(fabric_open),
     cleanup: Some(cleanup),
 };
 
-/// The running libfabric's `fi_version()`, or 0 before `fi_prov_ini`.
-static RUNTIME_VERSION: AtomicU32 = AtomicU32::new(0);
-
-pub fn provider_ptr() -> *mut ofi::fi_provider {
+fn provider_ptr() -> *mut ofi::fi_provider {
     &raw mut PROVIDER
-}
-
-/// The provider record, once libfabric has loaded us.
-pub fn registered() -> Option<*const ofi::fi_provider> {
-    (RUNTIME_VERSION.load(Ordering::Acquire) != 0).then(|| provider_ptr() as *const _)
-}
-
-pub fn runtime_version() -> u32 {
-    RUNTIME_VERSION.load(Ordering::Acquire)
 }
 
 /// libfabric's DSO entry point. It runs under libfabric's init lock, so it must not call
@@ -74,21 +38,52 @@ pub extern "C" fn fi_prov_ini() -> *mut ofi::fi_provider {
         // 2.5), and rscntr reads and writes only the fields that version has (see info.rs).
         // SAFETY: single-threaded under libfabric's init lock; nothing else touches the record.
         unsafe { (*provider_ptr()).fi_version = running };
-        RUNTIME_VERSION.store(running, Ordering::Release);
-        crate::params::define();
+        provider::register(Registration {
+            provider: provider_ptr(),
+            running,
+            ext: ext::open_ops(),
+        });
+        params::define();
         crate::fi_info!(Core, "rscntr {} loaded into libfabric API {}.{}",
             env!("CARGO_PKG_VERSION"), running >> 16, running & 0xffff);
         provider_ptr()
     }
 }
 
+/// `fi_fabric`: rscntr's own fabric (`FI_RSCNTR_CORE=none`) or a mirrored core fabric.
+unsafe extern "C" fn fabric_open(
+    attr: *mut ofi::fi_fabric_attr,
+    fabric: *mut *mut ofi::fid_fabric,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: libfabric passes NULL or the attr of an info it returned.
+        let Some(attr) = (unsafe { attr.as_ref() }) else {
+            fi_warn!(Fabric, "NULL fabric attr");
+            return err::EINVAL;
+        };
+        if attr.name.is_null() {
+            fi_warn!(Fabric, "fabric attr without a name");
+            return err::EINVAL;
+        }
+        // SAFETY: attr.name is a C string.
+        if !unsafe { provider::is_our_name(attr.name) } {
+            // A mirrored core fabric.
+            // SAFETY: attr valid with a name; `fabric` an out pointer.
+            return unsafe { layer::fabric_open(attr, fabric, context) };
+        }
+        // SAFETY: `fabric` is NULL or the caller's out pointer.
+        unsafe { standalone::fabric_open(attr, fabric, context) }
+    }
+}
+
 /// Called by libfabric before it unloads the DSO: the fd watcher thread must not outlive the
-/// code it runs, and the process-wide state is given back (see `statics.rs`).
+/// code it runs, and the process-wide state is given back (see `boundary/statics.rs`).
 unsafe extern "C" fn cleanup() {
     crate::ffi_boundary! {
         crate::engine::watcher::shutdown();
-        crate::layer::release();
-        crate::hw::release();
-        crate::params::release();
+        layer::release();
+        crate::cntr::hw::release();
+        params::release();
     }
 }

@@ -1,9 +1,12 @@
 //! rscntr's bind for core endpoints and MRs: an rscntr counter is replaced by the core counter
 //! that feeds it (opened with FI_PEER); every other fid goes to the core unchanged.
 
-use crate::cntr::{self, AnyCntr, CntrHome};
-use crate::ffi::err;
-use crate::testhook::{self, Op};
+use super::feed;
+use super::home::CoreHome;
+use super::interpose::close_through_core;
+use crate::boundary::ffi::err;
+use crate::boundary::testhook::{self, Op};
+use crate::cntr::{self, AnyCntr};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_int;
@@ -17,7 +20,7 @@ struct Binder {
     /// contexts of a scalable endpoint get rscntr's bind too.
     ep_ops: Option<Box<ofi::fi_ops_ep>>,
     orig_ep_ops: *const ofi::fi_ops_ep,
-    home: *const CntrHome,
+    home: *const CoreHome,
     /// The core provider's name, for log lines.
     core: Box<str>,
     /// Endpoints of cores that need FI_ENABLE again once a shared context is bound to an
@@ -56,7 +59,7 @@ pub fn reenables_after_shared_ctx(core: &str) -> bool {
 ///
 /// # Safety
 /// `fid` is an open core MR of the domain whose counters live in `home`.
-pub unsafe fn patch(fid: *mut ofi::fid, home: &CntrHome, core: &str) {
+pub unsafe fn patch(fid: *mut ofi::fid, home: &CoreHome, core: &str) {
     // SAFETY: caller's contract.
     unsafe { patch_fid(fid, home, core, None, std::ptr::null_mut()) };
 }
@@ -71,7 +74,7 @@ pub unsafe fn patch(fid: *mut ofi::fid, home: &CntrHome, core: &str) {
 /// NULL or an info rscntr allocated, which nothing else frees.
 pub unsafe fn patch_ep(
     ep: *mut ofi::fid_ep,
-    home: &CntrHome,
+    home: &CoreHome,
     core: &str,
     core_info: *mut ofi::fi_info,
 ) {
@@ -91,7 +94,7 @@ pub unsafe fn patch_ep(
 /// `fid` is an open core endpoint or MR of the domain whose counters live in `home`.
 unsafe fn patch_fid(
     fid: *mut ofi::fid,
-    home: &CntrHome,
+    home: &CoreHome,
     core: &str,
     ep_ops: Option<(Box<ofi::fi_ops_ep>, *const ofi::fi_ops_ep)>,
     core_info: *mut ofi::fi_info,
@@ -200,7 +203,7 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             // SAFETY: not ours: the core's business (a readable fid, as above).
             return unsafe { bind_core_fid(b, fid, bfid, flags, orig_bind) };
         };
-        if !std::ptr::eq(c.home_ptr(), b.home) {
+        if !std::ptr::eq(c.home_ptr(), b.home.cast()) {
             fi_warn!(EpCtrl, "counter belongs to another domain");
             return err::EINVAL;
         }
@@ -211,8 +214,9 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             return err::EOPNOTSUPP;
         }
         testhook::panic(Op::Bind);
-        let core_cntr = match c.core_cntr() {
-            Ok(p) => p,
+        // SAFETY: the home outlives the fids bound in it.
+        let core_cntr = match feed::feed_of(c, unsafe { &*b.home }) {
+            Ok(f) => f.core_cntr(),
             Err(e) => return e,
         };
         // SAFETY: the core binds its own counter.
@@ -294,22 +298,21 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: only patched fids reach this op.
         let b = unsafe { binder(fid) } as *const Binder as *mut Binder;
-        // SAFETY: the core's own close on its own object.
-        let ret = unsafe { ((*(*b).orig_fi_ops).close.unwrap())(fid) };
-        if ret == 0 {
-            // SAFETY: the object is gone; our Binder is no longer reachable.
-            let b = unsafe { Box::from_raw(b) };
-            let bound = b.bound.lock();
-            for c in bound.cntrs.iter() {
-                // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
-                unsafe { (**c).unbound(bound.enabled) };
-            }
-            if !b.core_info.is_null() {
-                // SAFETY: rscntr's own copy (see patch_ep); the core no longer uses it.
-                unsafe { ofi::fi_freeinfo(b.core_info) };
-            }
+        // SAFETY: the Binder of `fid`; nothing reaches it once the core closed the object.
+        let b = match unsafe { close_through_core(fid, b, (*b).orig_fi_ops) } {
+            Ok(b) => b,
+            Err(e) => return e,
+        };
+        let bound = b.bound.lock();
+        for c in bound.cntrs.iter() {
+            // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
+            unsafe { (**c).unbound(bound.enabled) };
         }
-        ret
+        if !b.core_info.is_null() {
+            // SAFETY: rscntr's own copy (see patch_ep); the core no longer uses it.
+            unsafe { ofi::fi_freeinfo(b.core_info) };
+        }
+        0
     }
 }
 

@@ -6,11 +6,13 @@
 //! core CQ has an entry, after `fi_trywait` armed it (yielding between polls, as shm's waits
 //! do, only while armed). Reads, writes and everything else stay the core's own.
 
-use crate::cntr::CntrHome;
+use super::home::CoreHome;
+use super::interpose::close_through_core;
+use super::wait::CqOpenFn;
+use crate::boundary::ffi::{self, err};
+use crate::boundary::testhook::{self, Op};
 use crate::engine::watcher::{self, Watched};
 use crate::engine::{Backoff, EventFd, Wake};
-use crate::ffi::{self, err};
-use crate::testhook::{self, Op};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
 use std::os::fd::AsRawFd;
@@ -24,18 +26,11 @@ pub struct LayeredCq {
     orig_fi_ops: *const ofi::fi_ops,
     orig_ops: *const ofi::fi_ops_cq,
     cq: *mut ofi::fid_cq,
-    home: *const CntrHome,
+    home: *const CoreHome,
     wait_obj: ofi::fi_wait_obj,
     fd: Option<EventFd>,
     signaled: AtomicBool,
 }
-
-pub type CqOpenFn = unsafe extern "C" fn(
-    *mut ofi::fid_domain,
-    *mut ofi::fi_cq_attr,
-    *mut *mut ofi::fid_cq,
-    *mut c_void,
-) -> c_int;
 
 /// Opens a core CQ; when the core refuses the wait object, opens it without one and emulates.
 ///
@@ -47,7 +42,7 @@ pub unsafe fn open(
     attr: *mut ofi::fi_cq_attr,
     cq: *mut *mut ofi::fid_cq,
     context: *mut c_void,
-    home: &CntrHome,
+    home: &CoreHome,
 ) -> c_int {
     // SAFETY: forwarded as the application passed them.
     let ret =
@@ -171,7 +166,7 @@ pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
     }
     // SAFETY: the home outlives its CQs.
     let home = unsafe { &*l.home };
-    if home.watcher_may_progress() {
+    if home.watcher_may_progress {
         // SAFETY: cq_close unwatches before the CQ is freed.
         unsafe { watcher::watch(l.key(), watcher::target_of(l)) };
     }
@@ -206,13 +201,11 @@ unsafe extern "C" fn cq_close(fid: *mut ofi::fid) -> c_int {
         let l = unsafe { LayeredCq::of(fid) } as *const LayeredCq as *mut LayeredCq;
         // SAFETY: live until freed below.
         watcher::unwatch(unsafe { (*l).key() });
-        // SAFETY: the core's own close on its own CQ.
-        let ret = unsafe { ((*(*l).orig_fi_ops).close.unwrap())(fid) };
-        if ret == 0 {
-            // SAFETY: the CQ is gone.
-            drop(unsafe { Box::from_raw(l) });
+        // SAFETY: the record of this CQ, off the watcher.
+        match unsafe { close_through_core(fid, l, (*l).orig_fi_ops) } {
+            Ok(_) => 0,
+            Err(e) => e,
         }
-        ret
     }
 }
 

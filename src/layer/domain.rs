@@ -2,13 +2,24 @@
 //! endpoints and MRs opened here get rscntr's bind so rscntr counters can be bound to them.
 
 use super::bind;
-use super::fabric::LayeredFabric;
-use super::to_core;
-use crate::cntr::{self, CntrHome, CoreDomain};
-use crate::ffi::{self, err};
-use crate::testhook::{self, Op};
+use super::home::CoreHome;
+use super::interpose::{CoreInfo, close_through_core, open_through_core};
+use super::wait::{self, CoreFabric};
+use crate::boundary::ffi::{self, Children, err};
+use crate::boundary::provider;
+use crate::boundary::testhook::{self, Op};
+use crate::cntr::{self, Slots};
 use crate::{fi_warn, ofi};
-use std::ffi::{c_int, c_void};
+use std::ffi::{CStr, CString, c_int, c_void};
+
+/// The part of a layered fabric its domains use: which core it is, the core fabric's own ops
+/// for wait sets, and the domains open on it. It outlives them: rscntr refuses to close a
+/// fabric with domains open.
+pub struct FabricShare {
+    pub core: CString,
+    pub ops: CoreFabric,
+    pub domains: Children,
+}
 
 /// The domain ops in the newest layout (2.7 appends `xpu_ctx`, called without FI_CHECK_OP).
 #[repr(C)]
@@ -25,8 +36,8 @@ pub struct LayeredDomain {
     orig_fi_ops: *const ofi::fi_ops,
     orig_ops: *const ofi::fi_ops_domain,
     orig_mr: *const ofi::fi_ops_mr,
-    fabric: *const LayeredFabric,
-    pub home: CntrHome,
+    fabric: *const FabricShare,
+    pub home: CoreHome,
 }
 
 impl LayeredDomain {
@@ -58,8 +69,8 @@ impl LayeredDomain {
         unsafe { &*self.orig_mr }
     }
 
-    fn core_name(&self) -> &std::ffi::CStr {
-        // SAFETY: the fabric outlives its domains (the core refuses to close it before).
+    fn core_name(&self) -> &CStr {
+        // SAFETY: the fabric outlives its domains (rscntr refuses to close it before).
         unsafe { &(*self.fabric).core }
     }
 }
@@ -97,10 +108,10 @@ unsafe extern "C" fn no_core_cq_open(
 ///
 /// # Safety
 /// `dom` is an open core domain.
-pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_safe: bool) {
+pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe: bool) {
     // Hardware detection runs once per process, at the first domain open, as for rscntr's own
     // domains.
-    crate::hw::state();
+    cntr::hw::state();
     // SAFETY: the core's domain is valid.
     unsafe {
         let d = &mut *dom;
@@ -115,16 +126,17 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_sa
             orig_ops: d.ops,
             orig_mr: d.mr,
             fabric,
-            home: CntrHome::layered(CoreDomain {
+            home: CoreHome {
+                slots: Slots::default(),
                 domain: dom,
                 cntr_open: (*d.ops).cntr_open.unwrap_or(no_core_cntr_open),
                 watcher_may_progress: thread_safe,
-                fabric: fabric.core_ops(),
-                plan: super::wait::plan_for(&fabric.core.to_string_lossy()),
-                peer: super::wait::peer_counters_work(&fabric.core.to_string_lossy()),
+                fabric: fabric.ops,
+                plan: wait::plan_for(&fabric.core.to_string_lossy()),
+                peer: wait::peer_counters_work(&fabric.core.to_string_lossy()),
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
-            }),
+            },
         });
         l.fi_ops.close = Some(domain_close);
         l.fi_ops.ops_open = Some(domain_ops_open);
@@ -138,7 +150,7 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &LayeredFabric, thread_sa
         l.mr.reg = Some(mr_reg);
         l.mr.regv = Some(mr_regv);
         l.mr.regattr = Some(mr_regattr);
-        fabric.children.add();
+        fabric.domains.add();
         let l = Box::into_raw(l);
         d.fid.ops = &mut (*l).fi_ops;
         d.ops = &mut (*l).ops.base;
@@ -151,7 +163,7 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
         // SAFETY: only patched core domains reach this op; fi_ops is the first field.
         let layered = unsafe { (*fid).ops as *mut LayeredDomain };
         // SAFETY: live until we free it below.
-        let open = unsafe { (*layered).home.children.count() };
+        let open = unsafe { (*layered).home.slots.children.count() };
         if open != 0 {
             fi_warn!(Domain, "domain still has {open} open rscntr counter(s)");
             return err::EBUSY;
@@ -159,18 +171,16 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
         // The CQ whose fd waits slept on goes first: the core refuses to close a domain
         // with CQs open.
         // SAFETY: live until we free it below.
-        if let Some(core) = unsafe { (*layered).home.core() } {
-            core.release_progress();
+        unsafe { (*layered).home.release_progress() };
+        // SAFETY: the record of this domain; nothing refers to its tables once it is gone.
+        match unsafe { close_through_core(fid, layered, (*layered).orig_fi_ops) } {
+            Ok(l) => {
+                // SAFETY: its fabric cannot have closed before it.
+                unsafe { &*l.fabric }.domains.remove();
+                0
+            }
+            Err(e) => e,
         }
-        // SAFETY: the core's own close on its own domain.
-        let ret = unsafe { ((*(*layered).orig_fi_ops).close.unwrap())(fid) };
-        if ret == 0 {
-            // SAFETY: the domain is gone; nothing refers to our tables any more. Its fabric
-            // cannot have closed before it.
-            let l = unsafe { Box::from_raw(layered) };
-            unsafe { &*l.fabric }.children.remove();
-        }
-        ret
     }
 }
 
@@ -189,12 +199,13 @@ unsafe extern "C" fn domain_ops_open(
             return err::EINVAL;
         }
         // SAFETY: a C string.
-        if unsafe { std::ffi::CStr::from_ptr(name) } == crate::ext::FI_RSCNTR_DOMAIN_OPS_V1 {
+        let name_c = unsafe { CStr::from_ptr(name) };
+        if let Some(ext) = provider::ext_ops().filter(|ext| name_c == ext.name) {
             if flags != 0 {
                 return err::EBADFLAGS;
             }
             // SAFETY: out pointer from the caller.
-            return ffi::status(unsafe { ffi::write_out(ops, crate::ext::domain_ops(), "ops") });
+            return ffi::status(unsafe { ffi::write_out(ops, ext.table, "ops") });
         }
         // SAFETY: only patched core domains reach this op; fi_ops is the first field.
         let layered = unsafe { &*((*fid).ops as *const LayeredDomain) };
@@ -243,7 +254,7 @@ unsafe extern "C" fn cntr_open(
 /// Opens a core endpoint from an rscntr info and gives it rscntr's bind.
 ///
 /// # Safety
-/// As the endpoint ops: `info` NULL or valid, `ep` an out pointer.
+/// As the endpoint ops: `info` NULL or valid, `ep` an out pointer; `open` the core's op.
 unsafe fn open_ep(
     domain: *mut ofi::fid_domain,
     info: *mut ofi::fi_info,
@@ -252,32 +263,19 @@ unsafe fn open_ep(
 ) -> c_int {
     // SAFETY: only patched core domains reach the endpoint ops.
     let layered = unsafe { LayeredDomain::of(domain) };
-    // Checked before the core opens anything: an endpoint opened for a NULL out pointer could
-    // never be closed (nor its domain); a NULL info crashes some cores and not others.
-    if info.is_null() || ep.is_null() {
-        fi_warn!(Domain, "NULL info or endpoint out pointer");
-        return err::EINVAL;
-    }
-    // SAFETY: info valid.
-    let Some(core_info) = (unsafe { to_core(info, layered.core_name()) }) else {
-        return err::ENOMEM;
+    let open = |core_info, out| {
+        testhook::fail(Op::Endpoint).unwrap_or_else(|| open(layered.orig(), core_info, out))
     };
-    let mut out: *mut ofi::fid_ep = std::ptr::null_mut();
-    let ret =
-        testhook::fail(Op::Endpoint).unwrap_or_else(|| open(layered.orig(), core_info, &mut out));
-    if ret != 0 {
-        // SAFETY: allocated by to_core.
-        unsafe { ofi::fi_freeinfo(core_info) };
-        return ret;
-    }
-    // The endpoint keeps core_info (cores may keep pointers into it) and frees it on close.
-    // SAFETY: a just-opened core endpoint; core_info is ours.
-    unsafe {
+    // The endpoint keeps the core's info (cores may keep pointers into it) and frees it on
+    // close.
+    let patch = |out, core_info: CoreInfo| {
         let core = layered.core_name().to_string_lossy();
-        bind::patch_ep(out, &layered.home, &core, core_info)
+        // SAFETY: a just-opened core endpoint of this domain; the info is ours.
+        unsafe { bind::patch_ep(out, &layered.home, &core, core_info.keep()) }
     };
-    // SAFETY: out pointer from the caller.
-    ffi::status(unsafe { ffi::write_out(ep, out, "endpoint") })
+    let refuse = || fi_warn!(Domain, "NULL info or endpoint out pointer");
+    // SAFETY: the caller's contract.
+    unsafe { open_through_core(ep, Some((info, layered.core_name())), refuse, open, patch) }
 }
 
 unsafe extern "C" fn endpoint(
@@ -327,33 +325,28 @@ unsafe extern "C" fn scalable_ep(
     }
 }
 
-/// Registers through the core (`reg`), unless `mr` is NULL (the core would write through it)
-/// or the test hook fails the call, then gives the new core MR rscntr's bind.
+/// Registers through the core (`reg`, behind the test hook), then gives the new core MR
+/// rscntr's bind.
 ///
 /// # Safety
-/// `fid` a patched domain's fid; `reg` the core's registration, filling `mr` when it returns 0.
+/// `fid` a patched domain's fid; `mr` NULL or the application's out pointer; `reg` the core's
+/// registration, filling its argument when it returns 0.
 unsafe fn patched_mr(
     fid: *mut ofi::fid,
     mr: *mut *mut ofi::fid_mr,
-    reg: impl FnOnce() -> c_int,
+    reg: impl FnOnce(*mut *mut ofi::fid_mr) -> c_int,
 ) -> c_int {
-    if mr.is_null() {
-        fi_warn!(Domain, "NULL MR out pointer");
-        return err::EINVAL;
-    }
-    let ret = testhook::fail(Op::MrReg).unwrap_or_else(reg);
-    if ret == 0 {
-        // SAFETY: the core registered an MR and stored it through `mr`.
-        unsafe {
-            let layered = LayeredDomain::of_fid(fid);
-            bind::patch(
-                (*mr).cast(),
-                &layered.home,
-                &layered.core_name().to_string_lossy(),
-            )
-        };
-    }
-    ret
+    // SAFETY: only patched core domains reach the MR ops.
+    let layered = unsafe { LayeredDomain::of_fid(fid) };
+    let open = |_, out| testhook::fail(Op::MrReg).unwrap_or_else(|| reg(out));
+    let patch = |out: *mut ofi::fid_mr, _| {
+        let core = layered.core_name().to_string_lossy();
+        // SAFETY: the core registered an MR of this domain.
+        unsafe { bind::patch(out.cast(), &layered.home, &core) }
+    };
+    let refuse = || fi_warn!(Domain, "NULL MR out pointer");
+    // SAFETY: the caller's contract.
+    unsafe { open_through_core(mr, None, refuse, open, patch) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -372,7 +365,7 @@ unsafe extern "C" fn mr_reg(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let reg = LayeredDomain::of_fid(fid).orig_mr().reg.unwrap();
-            patched_mr(fid, mr, || reg(fid, buf, len, access, offset, requested_key, flags, mr, context))
+            patched_mr(fid, mr, |out| reg(fid, buf, len, access, offset, requested_key, flags, out, context))
         }
     }
 }
@@ -393,7 +386,7 @@ unsafe extern "C" fn mr_regv(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let regv = LayeredDomain::of_fid(fid).orig_mr().regv.unwrap();
-            patched_mr(fid, mr, || regv(fid, iov, count, access, offset, requested_key, flags, mr, context))
+            patched_mr(fid, mr, |out| regv(fid, iov, count, access, offset, requested_key, flags, out, context))
         }
     }
 }
@@ -408,7 +401,7 @@ unsafe extern "C" fn mr_regattr(
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
             let regattr = LayeredDomain::of_fid(fid).orig_mr().regattr.unwrap();
-            patched_mr(fid, mr, || regattr(fid, attr, flags, mr))
+            patched_mr(fid, mr, |out| regattr(fid, attr, flags, out))
         }
     }
 }

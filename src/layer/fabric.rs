@@ -2,11 +2,15 @@
 //! passive endpoints (which need the core's name in their info) and for fi_trywait (which must
 //! tell rscntr counters from core fids).
 
-use super::{core_fabric_info, core_of_fabric, domain, to_core};
-use crate::fabric::Children;
-use crate::ffi::{self, err};
-use crate::testhook::{self, Op};
-use crate::{cntr, fi_warn, ofi, params};
+use super::cq;
+use super::domain::{self, FabricShare};
+use super::getinfo::{core_fabric_info, core_of_fabric};
+use super::interpose::{close_through_core, open_through_core};
+use super::wait::CoreFabric;
+use crate::boundary::ffi::{self, Children, err};
+use crate::boundary::params;
+use crate::boundary::testhook::{self, Op};
+use crate::{cntr, fi_warn, ofi};
 use std::ffi::{CStr, CString, c_int, c_void};
 
 /// Per core fabric: rscntr's copies of its ops tables (the fid points at them) and the
@@ -19,10 +23,9 @@ pub struct LayeredFabric {
     ops: ofi::fi_ops_fabric,
     orig_fi_ops: *const ofi::fi_ops,
     orig_ops: *const ofi::fi_ops_fabric,
-    pub core: CString,
-    /// Open layered domains. Checked before the core's close runs: some cores (rxm) free
-    /// state before they notice a fabric is still in use.
-    pub children: Children,
+    /// What its domains use. `share.domains` is checked before the core's close runs: some
+    /// cores (rxm) free state before they notice a fabric is still in use.
+    share: FabricShare,
 }
 
 impl LayeredFabric {
@@ -34,15 +37,6 @@ impl LayeredFabric {
             &*((*fabric).ops as *const u8)
                 .sub(std::mem::offset_of!(LayeredFabric, ops))
                 .cast::<LayeredFabric>()
-        }
-    }
-
-    /// The core fabric's own ops for wait sets, for waits on its counters.
-    pub fn core_ops(&self) -> crate::layer::wait::CoreFabric {
-        crate::layer::wait::CoreFabric {
-            fabric: self.fid,
-            wait_open: self.orig().wait_open,
-            trywait: self.orig().trywait,
         }
     }
 
@@ -109,8 +103,16 @@ pub unsafe fn fabric_open(
             ops: *fab.ops,
             orig_fi_ops: fab.fid.ops,
             orig_ops: fab.ops,
-            core: CString::new(core.clone()).unwrap_or_default(),
-            children: Children::default(),
+            share: FabricShare {
+                core: CString::new(core.clone()).unwrap_or_default(),
+                // The core fabric's own ops for wait sets, for waits on its counters.
+                ops: CoreFabric {
+                    fabric: core_fabric,
+                    wait_open: (*fab.ops).wait_open,
+                    trywait: (*fab.ops).trywait,
+                },
+                domains: Children::default(),
+            },
         });
         l.fi_ops.close = Some(fabric_close);
         l.ops.size = l.ops.size.min(std::mem::size_of::<ofi::fi_ops_fabric>());
@@ -135,18 +137,16 @@ unsafe extern "C" fn fabric_close(fid: *mut ofi::fid) -> c_int {
         // SAFETY: only patched core fabrics reach this op; fi_ops is LayeredFabric's first field.
         let layered = unsafe { (*fid).ops as *mut LayeredFabric };
         // SAFETY: live until freed below.
-        let open = unsafe { (*layered).children.count() };
+        let open = unsafe { (*layered).share.domains.count() };
         if open != 0 {
             fi_warn!(Fabric, "fabric still has {open} open domain(s)");
             return err::EBUSY;
         }
-        // SAFETY: the core's own close, on its own fabric.
-        let ret = unsafe { ((*(*layered).orig_fi_ops).close.unwrap())(fid) };
-        if ret == 0 {
-            // SAFETY: the fabric is gone; nothing refers to our tables any more.
-            drop(unsafe { Box::from_raw(layered) });
+        // SAFETY: the record of this fabric; nothing refers to its tables once it is gone.
+        match unsafe { close_through_core(fid, layered, (*layered).orig_fi_ops) } {
+            Ok(_) => 0,
+            Err(e) => e,
         }
-        ret
     }
 }
 
@@ -170,56 +170,47 @@ unsafe extern "C" fn domain_open2(
     crate::ffi_boundary! {
         // SAFETY: only patched core fabrics reach this op.
         let layered = unsafe { LayeredFabric::of(fabric) };
-        // Checked before the core opens anything: cores crash on a NULL info, and a domain
-        // opened for a NULL out pointer could never be closed (its fabric neither).
-        if info.is_null() || dom.is_null() {
-            fi_warn!(Domain, "NULL info or domain out pointer");
-            return err::EINVAL;
-        }
-        testhook::panic(Op::Domain);
-        // SAFETY: info valid.
-        let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
-            return err::ENOMEM;
-        };
-        // The core keeps the application's threading model when rscntr adds no concurrency of
-        // its own: FI_THREAD_DOMAIN serializes every call on the domain, including the
-        // fi_cntr_read/wait that drive the core's progress. Under FI_THREAD_COMPLETION and
-        // FI_THREAD_ENDPOINT the application may read a CQ in one thread while a counter read
-        // drives the same domain's progress in another, which cores such as tcp only survive
-        // when thread safe, so those become FI_THREAD_SAFE (fabtests' multi_ep --threading
-        // completion fails otherwise). Forcing FI_THREAD_SAFE everywhere would cost the data
-        // path the core's locks (2x on tcp's small messages, measured). The watcher drives a
-        // core only when the domain is FI_THREAD_SAFE (see CoreDomain::watcher_may_progress).
-        // SAFETY: a fresh dup with a domain attr.
-        let thread_safe = unsafe {
-            let threading = &mut (*(*core_info).domain_attr).threading;
+        let thread_safe = std::cell::Cell::new(false);
+        let open = |core_info: *mut ofi::fi_info, out| {
+            // After rscntr's pointer checks, as ever; unwinding frees the core's info.
+            testhook::panic(Op::Domain);
+            // The core keeps the application's threading model when rscntr adds no concurrency
+            // of its own: FI_THREAD_DOMAIN serializes every call on the domain, including the
+            // fi_cntr_read/wait that drive the core's progress. Under FI_THREAD_COMPLETION and
+            // FI_THREAD_ENDPOINT the application may read a CQ in one thread while a counter
+            // read drives the same domain's progress in another, which cores such as tcp only
+            // survive when thread safe, so those become FI_THREAD_SAFE (fabtests' multi_ep
+            // --threading completion fails otherwise). Forcing FI_THREAD_SAFE everywhere would
+            // cost the data path the core's locks (2x on tcp's small messages, measured). The
+            // watcher drives a core only when the domain is FI_THREAD_SAFE (see
+            // CoreHome::watcher_may_progress).
+            // SAFETY: a fresh dup with a domain attr.
+            let threading = unsafe { &mut (*(*core_info).domain_attr).threading };
             if *threading == ofi::fi_threading_FI_THREAD_COMPLETION
                 || *threading == ofi::fi_threading_FI_THREAD_ENDPOINT
             {
                 *threading = ofi::fi_threading_FI_THREAD_SAFE;
             }
-            *threading == ofi::fi_threading_FI_THREAD_SAFE
-        };
-        let mut out: *mut ofi::fid_domain = std::ptr::null_mut();
-        // SAFETY: the core's own ops on its own fabric, with an info it accepts.
-        let ret = testhook::fail(Op::Domain).unwrap_or_else(|| unsafe {
-            match (flags, layered.orig().domain2) {
-                (0, _) | (_, None) => layered.orig().domain.unwrap()(fabric, core_info, &mut out, context),
-                (f, Some(d2)) => d2(fabric, core_info, &mut out, f, context),
+            thread_safe.set(*threading == ofi::fi_threading_FI_THREAD_SAFE);
+            // SAFETY: the core's own ops on its own fabric, with an info it accepts.
+            let ret = testhook::fail(Op::Domain).unwrap_or_else(|| unsafe {
+                match (flags, layered.orig().domain2) {
+                    (0, _) | (_, None) => layered.orig().domain.unwrap()(fabric, core_info, out, context),
+                    (f, Some(d2)) => d2(fabric, core_info, out, f, context),
+                }
+            });
+            if ret != 0 {
+                fi_warn!(Domain, "core {:?} failed to open a domain: {ret}", layered.share.core);
             }
-        });
-        if ret == 0 {
-            // SAFETY: a just-opened core domain; core_info describes it.
-            unsafe { domain::patch(out, layered, thread_safe) };
-        }
-        // SAFETY: allocated by to_core.
-        unsafe { ofi::fi_freeinfo(core_info) };
-        if ret != 0 {
-            fi_warn!(Domain, "core {:?} failed to open a domain: {ret}", layered.core);
-            return ret;
-        }
-        // SAFETY: out pointer from the caller.
-        ffi::status(unsafe { ffi::write_out(dom, out, "domain") })
+            ret
+        };
+        // SAFETY: a just-opened core domain; the core's info (freed after) describes it.
+        let patch =
+            |out, _core_info| unsafe { domain::patch(out, &layered.share, thread_safe.get()) };
+        // A domain opened for a NULL out pointer could never be closed (its fabric neither).
+        let refuse = || fi_warn!(Domain, "NULL info or domain out pointer");
+        // SAFETY: `info` NULL or valid, `dom` NULL or an out pointer (the caller's contract).
+        unsafe { open_through_core(dom, Some((info, &layered.share.core)), refuse, open, patch) }
     }
 }
 
@@ -232,20 +223,15 @@ unsafe extern "C" fn passive_ep(
     crate::ffi_boundary! {
         // SAFETY: only patched core fabrics reach this op.
         let layered = unsafe { LayeredFabric::of(fabric) };
-        if info.is_null() || pep.is_null() {
-            fi_warn!(Fabric, "NULL info or passive endpoint out pointer");
-            return err::EINVAL;
-        }
-        // SAFETY: info valid.
-        let Some(core_info) = (unsafe { to_core(info, &layered.core) }) else {
-            return err::ENOMEM;
+        let open = |core_info, out| {
+            // SAFETY: the core's own op.
+            testhook::fail(Op::Pep).unwrap_or_else(|| unsafe {
+                layered.orig().passive_ep.unwrap()(fabric, core_info, out, context)
+            })
         };
-        // SAFETY: the core's own op.
-        let ret = testhook::fail(Op::Pep)
-            .unwrap_or_else(|| unsafe { layered.orig().passive_ep.unwrap()(fabric, core_info, pep, context) });
-        // SAFETY: allocated by to_core.
-        unsafe { ofi::fi_freeinfo(core_info) };
-        ret
+        let refuse = || fi_warn!(Fabric, "NULL info or passive endpoint out pointer");
+        // SAFETY: `info` NULL or valid, `pep` NULL or an out pointer (the caller's contract).
+        unsafe { open_through_core(pep, Some((info, &layered.share.core)), refuse, open, |_, _| {}) }
     }
 }
 
@@ -272,9 +258,9 @@ unsafe extern "C" fn trywait(
                 if ret != 0 {
                     return ret;
                 }
-            } else if unsafe { super::cq::is_emulated(fid) } {
+            } else if unsafe { cq::is_emulated(fid) } {
                 // SAFETY: a CQ whose wait object rscntr emulates.
-                let ret = unsafe { super::cq::trywait(fid) };
+                let ret = unsafe { cq::trywait(fid) };
                 if ret != 0 {
                     return ret;
                 }

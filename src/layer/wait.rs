@@ -13,11 +13,11 @@
 //! event or by rscntr's interrupt (an eventfd beside the core's fd, or an increment of the
 //! core counter).
 
+use crate::boundary::ffi::err;
 use crate::engine::{Blocker, EventFd, Token};
-use crate::ffi::err;
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
@@ -72,6 +72,14 @@ pub fn plan_for(core: &str) -> Plan {
 pub fn peer_counters_work(core: &str) -> bool {
     !core.ends_with(";ofi_rxd")
 }
+
+/// A core domain's own `cq_open`.
+pub type CqOpenFn = unsafe extern "C" fn(
+    *mut ofi::fid_domain,
+    *mut ofi::fi_cq_attr,
+    *mut *mut ofi::fid_cq,
+    *mut c_void,
+) -> c_int;
 
 pub type TrywaitFn = unsafe extern "C" fn(*mut ofi::fid_fabric, *mut *mut ofi::fid, c_int) -> c_int;
 
@@ -137,7 +145,7 @@ impl FdBlocker {
     pub unsafe fn progress_fd(
         core: CoreFabric,
         domain: *mut ofi::fid_domain,
-        cq_open: super::cq::CqOpenFn,
+        cq_open: CqOpenFn,
     ) -> Result<FdBlocker, c_int> {
         let mut attr = ofi::fi_cq_attr {
             size: 1,
@@ -393,7 +401,7 @@ impl Blocker for CntrWaitBlocker {
             return;
         };
         // Counted as rscntr's own before the core sees it: a reader that sees the core's value
-        // grown also sees the bias (see Cntr::sync).
+        // grown also sees the bias (see CoreFeed::sync).
         // SAFETY: see watch_counter.
         unsafe { &*b }.fetch_add(1, SeqCst);
         if let Some(add) = ops.add {
@@ -456,4 +464,31 @@ pub fn counter_blocker(
         );
         CoreBlocker::Yield
     })
+}
+
+/// The epoll set an FD counter of a layered domain hands out, holding its eventfd (and, once the
+/// counter is bound, the core's fd: see [`epoll_add`]), so that `poll()` on it is woken by the
+/// core's own event.
+pub fn epoll_set(eventfd: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: no memory arguments; the result is checked.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    epoll_add(ep.as_raw_fd(), eventfd)?;
+    Ok(ep)
+}
+
+pub fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: fd as u64,
+    };
+    // SAFETY: a live epoll fd and event.
+    if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 //! - [`device`]: device selection, counters (the engine's hardware [`Store`]) and QP attach;
 //! - [`fake`]: a fake device behind the same table, for tests.
 //!
-//! This layer knows rdma-core, not libfabric policy: `crate::hw` decides when to use it.
+//! This layer knows rdma-core, not libfabric policy: `crate::cntr::hw` decides when to use it.
 //!
 //! [`Store`]: crate::engine::Store
 

@@ -1,16 +1,21 @@
-//! The domain fid: opens counters and hands out rscntr's extension ops.
+//! The domain fid of `FI_RSCNTR_CORE=none`: the home of its counters, and where rscntr's
+//! extension ops are opened. It knows its fabric only as a [`Parent`] (the fabric's ops table
+//! instantiates the opens below with its own type).
 
-use crate::cntr::CntrHome;
-use crate::fabric::Fabric;
-use crate::ffi::{self, FidObject, err};
-use crate::{cntr, ext, fi_warn, info, ofi};
+use crate::boundary::ffi::{self, Children, FidObject, Parent, err};
+use crate::boundary::provider;
+use crate::boundary::testhook::{self, Op};
+use crate::cntr::{self, Slots};
+use crate::{fi_warn, ofi};
 use std::ffi::{CStr, c_char, c_int, c_void};
 
 #[repr(C)]
 pub struct Domain {
     fid: ofi::fid_domain,
-    fabric: *const Fabric,
-    pub home: CntrHome,
+    /// The fabric's children, which count this domain (the fabric outlives it).
+    fabric: *const Children,
+    /// The home of its counters: no core counts for them.
+    counters: Slots,
 }
 
 /// The domain ops in the newest layout: 2.7 appends `xpu_ctx`, called without FI_CHECK_OP.
@@ -28,7 +33,7 @@ static DOMAIN_OPS: DomainOps = DomainOps {
         cq_open: Some(no_cq_open),
         endpoint: Some(no_endpoint),
         scalable_ep: Some(no_endpoint),
-        cntr_open: Some(cntr::cntr_open),
+        cntr_open: Some(cntr_open),
         poll_open: Some(no_poll_open),
         stx_ctx: Some(no_stx_ctx),
         srx_ctx: Some(no_srx_ctx),
@@ -55,17 +60,18 @@ unsafe impl FidObject for Domain {
     }
 }
 
-pub unsafe extern "C" fn domain_open(
+/// `fi_domain` on a fabric of type `P`.
+pub unsafe extern "C" fn domain_open<P: Parent>(
     fabric: *mut ofi::fid_fabric,
     info: *mut ofi::fi_info,
     domain: *mut *mut ofi::fid_domain,
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded unchanged.
-    unsafe { domain_open2(fabric, info, domain, 0, context) }
+    unsafe { domain_open2::<P>(fabric, info, domain, 0, context) }
 }
 
-pub unsafe extern "C" fn domain_open2(
+pub unsafe extern "C" fn domain_open2<P: Parent>(
     fabric: *mut ofi::fid_fabric,
     info: *mut ofi::fi_info,
     domain: *mut *mut ofi::fid_domain,
@@ -74,7 +80,7 @@ pub unsafe extern "C" fn domain_open2(
 ) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: fid_fabric begins with struct fid.
-        let fabric = match unsafe { ffi::object::<Fabric>(fabric.cast()) } {
+        let fabric = match unsafe { ffi::object::<P>(fabric.cast()) } {
             Ok(f) => f,
             Err(e) => return e,
         };
@@ -86,7 +92,7 @@ pub unsafe extern "C" fn domain_open2(
         // SAFETY: as above.
         if let Some(attr) = unsafe { info.domain_attr.as_ref() } {
             // SAFETY: name is NULL or a C string.
-            if !unsafe { info::is_our_name(attr.name) } {
+            if !unsafe { provider::is_our_name(attr.name) } {
                 fi_warn!(Domain, "info names a domain rscntr does not serve");
                 return err::ENODATA;
             }
@@ -95,24 +101,24 @@ pub unsafe extern "C" fn domain_open2(
             fi_warn!(Domain, "unsupported fi_domain2 flags {flags:#x}");
             return err::EBADFLAGS;
         }
-        crate::testhook::panic(crate::testhook::Op::Domain);
+        testhook::panic(Op::Domain);
         // Hardware detection happens once per process, here at the first domain (or in
         // getinfo with FI_RSCNTR_HW=on), never in fi_prov_ini.
-        crate::hw::state();
+        cntr::hw::state();
         let obj = Box::new(Domain {
             fid: ofi::fid_domain {
                 fid: ffi::fid_header(ofi::FI_CLASS_DOMAIN, context, &DOMAIN_FI_OPS),
                 ops: &DOMAIN_OPS.base as *const _ as *mut _,
                 mr: &DOMAIN_MR_OPS as *const _ as *mut _,
             },
-            fabric,
-            home: CntrHome::standalone(),
+            fabric: fabric.children(),
+            counters: Slots::default(),
         });
         let fid = ffi::into_fid(obj);
         // SAFETY: `domain` is NULL or the caller's out pointer.
         match unsafe { ffi::write_out(domain, fid.cast(), "domain") } {
             Ok(()) => {
-                fabric.children.add();
+                fabric.children().add();
                 0
             }
             Err(e) => {
@@ -125,7 +131,7 @@ pub unsafe extern "C" fn domain_open2(
 }
 
 impl Domain {
-    pub fn fabric(&self) -> &Fabric {
+    fn fabric_children(&self) -> &Children {
         // SAFETY: the fabric cannot close while this domain is open (it counts as a child).
         unsafe { &*self.fabric }
     }
@@ -138,12 +144,12 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
             Ok(d) => d,
             Err(e) => return e,
         };
-        let open = domain.home.children.count();
+        let open = domain.counters.children.count();
         if open != 0 {
             fi_warn!(Domain, "domain still has {open} open counter(s)");
             return err::EBUSY;
         }
-        domain.fabric().children.remove();
+        domain.fabric_children().remove();
         // SAFETY: checked above; the caller gives the fid up with fi_close.
         drop(unsafe { ffi::release(domain) });
         0
@@ -169,16 +175,33 @@ unsafe extern "C" fn domain_ops_open(
         }
         // SAFETY: non-NULL C string from the caller.
         let name = unsafe { CStr::from_ptr(name) };
-        if name != ext::FI_RSCNTR_DOMAIN_OPS_V1 {
+        let Some(ext) = provider::ext_ops().filter(|ext| name == ext.name) else {
             fi_warn!(Domain, "unknown ops name {:?}", name);
             return err::ENOSYS;
-        }
+        };
         if flags != 0 {
             fi_warn!(Domain, "unsupported flags {flags:#x}");
             return err::EBADFLAGS;
         }
         // SAFETY: NULL or the caller's out pointer.
-        ffi::status(unsafe { ffi::write_out(ops, ext::domain_ops(), "ops") })
+        ffi::status(unsafe { ffi::write_out(ops, ext.table, "ops") })
+    }
+}
+
+unsafe extern "C" fn cntr_open(
+    domain: *mut ofi::fid_domain,
+    attr: *mut ofi::fi_cntr_attr,
+    cntr: *mut *mut ofi::fid_cntr,
+    context: *mut c_void,
+) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: fid_domain begins with struct fid.
+        let domain = match unsafe { ffi::object::<Domain>(domain.cast()) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        // SAFETY: forwarded from the caller; the domain outlives its counters.
+        unsafe { cntr::open_in(&domain.counters, attr, cntr, context) }
     }
 }
 

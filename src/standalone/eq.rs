@@ -1,11 +1,11 @@
 //! A minimal event queue: applications (and fabtests) open one per fabric. rscntr itself
 //! produces no events yet (it has no endpoints), so the queue carries what `fi_eq_write` puts in.
 //!
-//! With FI_WAIT_FD the eventfd is readable exactly while the queue is non-empty.
+//! With FI_WAIT_FD the eventfd is readable exactly while the queue is non-empty. Like the domain,
+//! it knows its fabric only as a [`Parent`].
 
+use crate::boundary::ffi::{self, Children, FidObject, Parent, err};
 use crate::engine::EventFd;
-use crate::fabric::Fabric;
-use crate::ffi::{self, FidObject, err};
 use crate::{fi_warn, ofi};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -19,7 +19,8 @@ const DEFAULT_SIZE: usize = 1024;
 #[repr(C)]
 pub struct Eq {
     fid: ofi::fid_eq,
-    fabric: *const Fabric,
+    /// The fabric's children, which count this EQ (the fabric outlives it).
+    fabric: *const Children,
     wait_obj: ofi::fi_wait_obj,
     writable: bool,
     capacity: usize,
@@ -48,7 +49,8 @@ unsafe impl FidObject for Eq {
     }
 }
 
-pub unsafe extern "C" fn eq_open(
+/// `fi_eq_open` on a fabric of type `P`.
+pub unsafe extern "C" fn eq_open<P: Parent>(
     fabric: *mut ofi::fid_fabric,
     attr: *mut ofi::fi_eq_attr,
     eq: *mut *mut ofi::fid_eq,
@@ -56,7 +58,7 @@ pub unsafe extern "C" fn eq_open(
 ) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: fid_fabric begins with struct fid.
-        let fabric = match unsafe { ffi::object::<Fabric>(fabric.cast()) } {
+        let fabric = match unsafe { ffi::object::<P>(fabric.cast()) } {
             Ok(f) => f,
             Err(e) => return e,
         };
@@ -88,7 +90,7 @@ pub unsafe extern "C" fn eq_open(
                 fid: ffi::fid_header(ofi::FI_CLASS_EQ, context, &EQ_FI_OPS),
                 ops: &EQ_OPS as *const _ as *mut _,
             },
-            fabric,
+            fabric: fabric.children(),
             wait_obj: attr.wait_obj,
             writable: attr.flags & ofi::FI_WRITE as u64 != 0,
             capacity: if attr.size == 0 { DEFAULT_SIZE } else { attr.size },
@@ -100,7 +102,7 @@ pub unsafe extern "C" fn eq_open(
         // SAFETY: NULL or the caller's out pointer.
         match unsafe { ffi::write_out(eq, fid.cast(), "EQ") } {
             Ok(()) => {
-                fabric.children.add();
+                fabric.children().add();
                 0
             }
             Err(e) => {
@@ -127,7 +129,7 @@ unsafe extern "C" fn eq_close(fid: *mut ofi::fid) -> c_int {
             Err(e) => return e,
         };
         // SAFETY: the fabric outlives its EQs (it counts them as children).
-        unsafe { &*eq.fabric }.children.remove();
+        unsafe { &*eq.fabric }.remove();
         // SAFETY: the caller gives the fid up with fi_close.
         drop(unsafe { ffi::release(eq) });
         0

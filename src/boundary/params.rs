@@ -1,7 +1,8 @@
 //! `FI_RSCNTR_*` run-time parameters, declared to libfabric so `fi_info -e` lists them.
 
-use crate::statics::Released;
-use crate::{ofi, prov};
+use super::provider;
+use super::statics::Released;
+use crate::ofi;
 use std::ffi::{CStr, c_int};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -53,11 +54,11 @@ pub struct HwParams {
 static HW_PARAMS: Released<HwParams> = Released::new();
 
 fn define_one(name: &CStr, help: &CStr) {
-    // SAFETY: the provider record is registered-to-be; name and help are NUL-terminated and the
-    // help text has no conversion specifiers.
+    // SAFETY: the provider record fi_prov_ini registered; name and help are NUL-terminated and
+    // the help text has no conversion specifiers.
     unsafe {
         ofi::fi_param_define(
-            prov::provider_ptr(),
+            provider::provider_ptr(),
             name.as_ptr(),
             ofi::fi_param_type_FI_PARAM_STRING,
             help.as_ptr(),
@@ -161,7 +162,7 @@ fn read_str(name: &CStr) -> Option<String> {
     // (which it owns) or leaves it untouched when the variable is unset.
     let ret = unsafe {
         ofi::fi_param_get(
-            prov::provider_ptr(),
+            provider::provider_ptr(),
             name.as_ptr(),
             (&mut value as *mut *mut std::ffi::c_char).cast(),
         )

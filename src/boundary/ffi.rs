@@ -1,8 +1,9 @@
-//! The C boundary: panic containment, error codes, pointer checks and the generic "not
-//! supported" ops every fid class shares.
+//! The C boundary's shared parts: panic containment, error codes, pointer checks, the generic
+//! "not supported" ops every fid class shares, and the open children that keep a parent fid open.
 
 use crate::ofi;
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// libfabric error codes as the negative `int` the C API returns.
 pub mod err {
@@ -65,8 +66,8 @@ macro_rules! ffi_boundary {
         match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| { $($body)* })) {
             Ok(v) => v,
             Err(payload) => {
-                $crate::ffi::report_panic($crate::function_name!(), line!(), payload.as_ref());
-                $crate::ffi::PanicValue::panic_value()
+                $crate::boundary::ffi::report_panic($crate::function_name!(), line!(), payload.as_ref());
+                $crate::boundary::ffi::PanicValue::panic_value()
             }
         }
     };
@@ -87,9 +88,9 @@ pub fn report_panic(func: &str, line: u32, payload: &(dyn std::any::Any + Send))
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(non-string panic payload)");
-    crate::log::log(
-        crate::log::Level::Warn,
-        crate::log::Subsys::Core,
+    super::log::log(
+        super::log::Level::Warn,
+        super::log::Subsys::Core,
         func,
         line,
         format_args!("panic caught at the C boundary, returning an error: {msg}"),
@@ -106,6 +107,28 @@ pub unsafe trait FidObject: Sized {
     const FCLASS: u32;
     const NAME: &'static str;
     fn fi_ops() -> *const ofi::fi_ops;
+}
+
+/// Open children (domains, EQs, counters) of a fabric or domain; closing a parent with children
+/// fails.
+#[derive(Debug, Default)]
+pub struct Children(AtomicUsize);
+
+impl Children {
+    pub fn add(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+    pub fn remove(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A fid that its children keep open: what a child's open checks and counts itself in.
+pub trait Parent: FidObject {
+    fn children(&self) -> &Children;
 }
 
 /// The one pointer check: a non-NULL fid of the right class whose ops table is ours.

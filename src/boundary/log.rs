@@ -1,6 +1,7 @@
 //! Logging through libfabric's `fi_log`, so FI_LOG_LEVEL / FI_LOG_SUBSYS / FI_LOG_PROV apply.
 
-use crate::{ofi, prov};
+use super::provider;
+use crate::ofi;
 use std::ffi::CString;
 use std::fmt;
 
@@ -24,7 +25,7 @@ pub enum Subsys {
 /// Writes one log line if libfabric has logging enabled for it. Before `fi_prov_ini` ran (in
 /// cargo's own tests) there is no libfabric to log to and nothing is written.
 pub fn log(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Arguments) {
-    let Some(provider) = prov::registered() else {
+    let Some(record) = provider::registered() else {
         return;
     };
     let level = match level {
@@ -40,8 +41,8 @@ pub fn log(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Argume
         Subsys::Cntr => ofi::fi_log_subsys_FI_LOG_CNTR,
         Subsys::EpCtrl => ofi::fi_log_subsys_FI_LOG_EP_CTRL,
     };
-    // SAFETY: `provider` is the registered provider; fi_log_enabled only reads it.
-    if unsafe { ofi::fi_log_enabled(provider, level, subsys) } == 0 {
+    // SAFETY: `record` is the registered provider; fi_log_enabled only reads it.
+    if unsafe { ofi::fi_log_enabled(record, level, subsys) } == 0 {
         return;
     }
     let text = CString::new(format!("{msg}\n").replace('\0', "\\0")).unwrap_or_default();
@@ -49,7 +50,7 @@ pub fn log(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Argume
     // SAFETY: "%s" consumes exactly the one NUL-terminated string passed.
     unsafe {
         ofi::fi_log(
-            provider,
+            record,
             level,
             subsys,
             func.as_ptr(),
@@ -79,7 +80,7 @@ macro_rules! function_name {
 #[macro_export]
 macro_rules! fi_warn {
     ($subsys:ident, $($arg:tt)*) => {
-        $crate::log::log($crate::log::Level::Warn, $crate::log::Subsys::$subsys,
+        $crate::boundary::log::log($crate::boundary::log::Level::Warn, $crate::boundary::log::Subsys::$subsys,
             $crate::function_name!(), line!(), format_args!($($arg)*))
     };
 }
@@ -87,7 +88,7 @@ macro_rules! fi_warn {
 #[macro_export]
 macro_rules! fi_info {
     ($subsys:ident, $($arg:tt)*) => {
-        $crate::log::log($crate::log::Level::Info, $crate::log::Subsys::$subsys,
+        $crate::boundary::log::log($crate::boundary::log::Level::Info, $crate::boundary::log::Subsys::$subsys,
             $crate::function_name!(), line!(), format_args!($($arg)*))
     };
 }
@@ -95,7 +96,7 @@ macro_rules! fi_info {
 #[macro_export]
 macro_rules! fi_dbg {
     ($subsys:ident, $($arg:tt)*) => {
-        $crate::log::log($crate::log::Level::Debug, $crate::log::Subsys::$subsys,
+        $crate::boundary::log::log($crate::boundary::log::Level::Debug, $crate::boundary::log::Subsys::$subsys,
             $crate::function_name!(), line!(), format_args!($($arg)*))
     };
 }

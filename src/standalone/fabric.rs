@@ -1,45 +1,30 @@
-//! The fabric fid: opens domains and EQs, and arms fds in `fi_trywait`.
+//! The fabric fid of `FI_RSCNTR_CORE=none`: opens domains and EQs, and arms fds in
+//! `fi_trywait`.
 
-use crate::ffi::{self, FidObject, err};
-use crate::{cntr, domain, eq, fi_warn, info, ofi};
+use super::{domain, eq};
+use crate::boundary::ffi::{self, Children, FidObject, Parent, err};
+use crate::{cntr, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Open children (domains, EQs) of a fabric or domain; closing a parent with children fails.
-#[derive(Debug, Default)]
-pub struct Children(AtomicUsize);
-
-impl Children {
-    pub fn add(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
-    }
-    pub fn remove(&self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-    pub fn count(&self) -> usize {
-        self.0.load(Ordering::Acquire)
-    }
-}
 
 #[repr(C)]
 pub struct Fabric {
     fid: ofi::fid_fabric,
-    pub children: Children,
+    children: Children,
 }
 
 static FABRIC_FI_OPS: ofi::fi_ops = ffi::fi_ops(fabric_close, ffi::no_control, ffi::no_ops_open);
 static FABRIC_OPS: ofi::fi_ops_fabric = ofi::fi_ops_fabric {
     size: std::mem::size_of::<ofi::fi_ops_fabric>(),
-    domain: Some(domain::domain_open),
+    domain: Some(domain::domain_open::<Fabric>),
     passive_ep: Some(no_passive_ep),
-    eq_open: Some(eq::eq_open),
+    eq_open: Some(eq::eq_open::<Fabric>),
     wait_open: Some(no_wait_open),
     trywait: Some(trywait),
-    domain2: Some(domain::domain_open2),
+    domain2: Some(domain::domain_open2::<Fabric>),
 };
 
 // SAFETY: repr(C) with fid_fabric (starting with struct fid) first; every Fabric is built by
-// `fabric_open` with FI_CLASS_FABRIC and FABRIC_FI_OPS.
+// `open` with FI_CLASS_FABRIC and FABRIC_FI_OPS.
 unsafe impl FidObject for Fabric {
     const FCLASS: u32 = ofi::FI_CLASS_FABRIC;
     const NAME: &'static str = "fabric";
@@ -48,44 +33,38 @@ unsafe impl FidObject for Fabric {
     }
 }
 
-pub unsafe extern "C" fn fabric_open(
-    attr: *mut ofi::fi_fabric_attr,
+impl Parent for Fabric {
+    fn children(&self) -> &Children {
+        &self.children
+    }
+}
+
+/// `fi_fabric` for rscntr's own fabric (the provider's `fabric_open` checked `attr` and
+/// routed here by its name).
+///
+/// # Safety
+/// `fabric` is NULL or the caller's out pointer.
+pub unsafe fn open(
+    attr: &ofi::fi_fabric_attr,
     fabric: *mut *mut ofi::fid_fabric,
     context: *mut c_void,
 ) -> c_int {
-    crate::ffi_boundary! {
-        // SAFETY: libfabric passes NULL or the attr of an info it returned.
-        let Some(attr) = (unsafe { attr.as_ref() }) else {
-            fi_warn!(Fabric, "NULL fabric attr");
-            return err::EINVAL;
-        };
-        if attr.name.is_null() {
-            fi_warn!(Fabric, "fabric attr without a name");
-            return err::EINVAL;
-        }
-        // SAFETY: attr.name is a C string.
-        if !unsafe { info::is_our_name(attr.name) } {
-            // A mirrored core fabric.
-            // SAFETY: attr valid with a name; `fabric` an out pointer.
-            return unsafe { crate::layer::fabric_open(attr, fabric, context) };
-        }
-        let obj = Box::new(Fabric {
-            fid: ofi::fid_fabric {
-                fid: ffi::fid_header(ofi::FI_CLASS_FABRIC, context, &FABRIC_FI_OPS),
-                ops: &FABRIC_OPS as *const _ as *mut _,
-                api_version: attr.api_version,
-            },
-            children: Children::default(),
-        });
-        let fid = ffi::into_fid(obj);
-        // SAFETY: `fabric` is NULL or the caller's out pointer.
-        match unsafe { ffi::write_out(fabric, fid.cast(), "fabric") } {
-            Ok(()) => 0,
-            Err(e) => {
-                // SAFETY: the object was just made by into_fid and never reached C.
-                drop(unsafe { ffi::release(&*(fid as *const Fabric)) });
-                e
-            }
+    let obj = Box::new(Fabric {
+        fid: ofi::fid_fabric {
+            fid: ffi::fid_header(ofi::FI_CLASS_FABRIC, context, &FABRIC_FI_OPS),
+            ops: &FABRIC_OPS as *const _ as *mut _,
+            api_version: attr.api_version,
+        },
+        children: Children::default(),
+    });
+    let fid = ffi::into_fid(obj);
+    // SAFETY: `fabric` is NULL or the caller's out pointer.
+    match unsafe { ffi::write_out(fabric, fid.cast(), "fabric") } {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: the object was just made by into_fid and never reached C.
+            drop(unsafe { ffi::release(&*(fid as *const Fabric)) });
+            e
         }
     }
 }

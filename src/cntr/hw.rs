@@ -2,12 +2,13 @@
 //! process, at the first domain or counter open, never in fi_prov_ini), per-counter fallback,
 //! errno mapping, and the log lines that say why hardware was or was not used.
 
-use crate::ffi::err;
-use crate::params::{self, HwPolicy};
-use crate::statics::Released;
+use super::home::MAX_CNTRS;
+use crate::boundary::ffi::err;
+use crate::boundary::params::{self, HwPolicy};
+use crate::boundary::statics::Released;
 use crate::verbs::fake::{self, FakeConfig};
 use crate::verbs::{self, CounterKind, Device, HwCounter, LoadError};
-use crate::{fi_info, fi_warn, info, ofi};
+use crate::{fi_info, fi_warn, ofi};
 use std::ffi::c_int;
 use std::sync::Arc;
 
@@ -122,9 +123,9 @@ pub fn advertised_limits() -> (usize, u64) {
         && let HwState::Available(d) = &*state()
     {
         let c = d.caps();
-        return (info::MAX_CNTRS.min(c.max_counters as usize), c.max_value);
+        return (MAX_CNTRS.min(c.max_counters as usize), c.max_value);
     }
-    (info::MAX_CNTRS, u64::MAX)
+    (MAX_CNTRS, u64::MAX)
 }
 
 /// libfabric's code for an errno from rdma-core (the FI_E* values for these are the errnos).

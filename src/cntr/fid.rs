@@ -1,0 +1,274 @@
+//! The counter object: a `fid_cntr` over one kind of engine, in a home, with the feed its core
+//! counts through once bound, and what the rest of rscntr asks of a counter of either kind
+//! ([`AnyCntr`]).
+
+use super::attr::Config;
+use super::backing::{Backend, Backing};
+use super::feed::{Armed, Feed, FeedRequest};
+use super::home::CntrHome;
+use super::peer::PeerCntr;
+use crate::boundary::ffi::err;
+use crate::boundary::peer_sys;
+use crate::engine::watcher::{self, Watched};
+use crate::engine::{Source, TryWaitError, Wake};
+use crate::{fi_warn, ofi};
+use parking_lot::Mutex;
+use std::ffi::c_int;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// A counter fid over one kind of engine. Each kind has its own ops tables, so the software
+/// path is exactly the engine's software counter, with no test of which backend it is.
+#[repr(C)]
+pub struct Cntr<B: Backing> {
+    fid: ofi::fid_cntr,
+    home: *const dyn CntrHome,
+    pub(super) wait_obj: ofi::fi_wait_obj,
+    events: ofi::fi_cntr_events,
+    pub(super) ops_flags: AtomicU64,
+    /// The core that counts into this counter, opened by its home at the first bind (see
+    /// [`AnyCntr::feed_or_open`]); NULL while unbound. A leaked `Box`, freed by close or drop.
+    feed: AtomicPtr<Box<dyn Feed>>,
+    feed_open: Mutex<()>,
+    /// Endpoints and MRs this counter is bound to; it cannot close while any remain.
+    bindings: AtomicUsize,
+    /// The fd FI_GETWAIT hands out instead of the engine's, when the home made one (see
+    /// [`CntrHome::wait_fd`]).
+    wait_fd: Option<OwnedFd>,
+    peer: PeerCntr,
+    pub(super) engine: B,
+}
+
+// SAFETY: the raw pointers in a counter fid are set at open and never change (the fid header
+// and peer fid, read by libfabric and the core; the home, which outlives the counter), or are
+// atomics; everything else it holds is Sync. The fd watcher polls it from its thread.
+unsafe impl<B: Backing> Sync for Cntr<B> {}
+// SAFETY: as above.
+unsafe impl<B: Backing> Send for Cntr<B> {}
+
+impl<B: Backing> Cntr<B> {
+    /// A new counter object; `fid` is its header (with `B`'s ops tables), `owner_ops` the peer
+    /// ops of `B`.
+    pub(super) fn boxed(
+        fid: ofi::fid_cntr,
+        home: &dyn CntrHome,
+        config: &Config,
+        wait_fd: Option<OwnedFd>,
+        owner_ops: &'static peer_sys::fi_ops_cntr_owner,
+        engine: B,
+    ) -> Box<Self> {
+        let mut obj = Box::new(Cntr {
+            fid,
+            home,
+            wait_obj: config.wait_obj,
+            events: config.events,
+            ops_flags: AtomicU64::new(0),
+            feed: AtomicPtr::new(std::ptr::null_mut()),
+            feed_open: Mutex::new(()),
+            bindings: AtomicUsize::new(0),
+            wait_fd,
+            peer: PeerCntr::new(owner_ops),
+            engine,
+        });
+        let Cntr { peer, engine, .. } = &mut *obj;
+        peer.point_at(engine);
+        obj
+    }
+
+    pub(super) fn home(&self) -> &dyn CntrHome {
+        // SAFETY: the home (domain) outlives its counters: it refuses to close with children.
+        unsafe { &*self.home }
+    }
+
+    /// The feed, once the counter is bound.
+    #[inline]
+    fn feed(&self) -> Option<&dyn Feed> {
+        // SAFETY: NULL or the Box stored by feed_or_open, freed only by close_feed (the
+        // counter closing, bound to nothing and off the watcher) or by drop.
+        unsafe { self.feed.load(Ordering::Acquire).as_ref() }.map(|b| &**b)
+    }
+
+    /// Drives the core's progress, as libfabric's own counters do on read and wait, and takes
+    /// in whatever the core counted itself (see the layer's feed); nothing while unbound.
+    #[inline]
+    pub(super) fn sync(&self, errors_too: bool) {
+        if let Some(feed) = self.feed() {
+            feed.sync(self.engine.counter(), errors_too);
+        }
+    }
+
+    /// The feed, when the core may count into this counter and pulling it drives progress.
+    fn live_feed(&self) -> Option<&dyn Feed> {
+        self.feed().filter(|f| f.live())
+    }
+
+    /// Endpoints and MRs still bound to the counter.
+    pub(super) fn bindings(&self) -> usize {
+        self.bindings.load(Ordering::Acquire)
+    }
+
+    /// Closes the feed's core counter and frees the feed (the counter is closing); on an error
+    /// both stay.
+    pub(super) fn close_feed(&self) -> Result<(), c_int> {
+        let Some(feed) = self.feed() else {
+            return Ok(());
+        };
+        feed.close()?;
+        let old = self.feed.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: the Box stored by feed_or_open; nothing uses it any more (see `feed`).
+        drop(unsafe { Box::from_raw(old) });
+        Ok(())
+    }
+
+    /// The fd FI_GETWAIT hands out, if the counter has one.
+    pub(super) fn wait_fd(&self) -> Option<RawFd> {
+        self.wait_fd
+            .as_ref()
+            .map(|fd| fd.as_raw_fd())
+            .or(self.engine.counter().fd())
+    }
+
+    pub(super) fn key(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    fn as_watched(&self) -> *const (dyn Watched + 'static) {
+        watcher::target_of(self)
+    }
+}
+
+impl<B: Backing> Drop for Cntr<B> {
+    fn drop(&mut self) {
+        let feed = *self.feed.get_mut();
+        if !feed.is_null() {
+            // SAFETY: the Box stored by feed_or_open, which close_feed did not free.
+            drop(unsafe { Box::from_raw(feed) });
+        }
+    }
+}
+
+/// The core a bound counter counts for: pulled before every check of a wait, and slept on
+/// the way its feed chose.
+impl<B: Backing> Source for Cntr<B> {
+    fn pull(&self) {
+        self.sync(true);
+    }
+    fn wake(&self) -> Wake<'_> {
+        match self.feed() {
+            Some(feed) => feed.wake(),
+            // Unbound: nothing completes, only this counter's own ops change anything.
+            None => Wake::Notified,
+        }
+    }
+}
+
+impl<B: Backing> Watched for Cntr<B> {
+    fn poll(&self) -> bool {
+        self.sync(true);
+        self.engine.counter().signal_if_changed()
+    }
+    fn wake(&self) -> Wake<'_> {
+        Source::wake(self)
+    }
+}
+
+/// How the home opens a counter's feed (see [`AnyCntr::feed_or_open`]).
+pub type OpenFeed<'a> = dyn FnMut(FeedRequest) -> Result<Box<dyn Feed>, c_int> + 'a;
+
+/// What the extension ops, fi_trywait and the layered binds need from a counter of either kind.
+pub trait AnyCntr {
+    fn backend(&self) -> Backend;
+    fn trywait(&self) -> c_int;
+    /// The home the counter belongs to (binds check it), as a thin pointer.
+    fn home_ptr(&self) -> *const ();
+    /// The feed through which the core counts into this counter, opened by `open` on first
+    /// use (the first bind), once whoever races.
+    fn feed_or_open(&self, open: &mut OpenFeed<'_>) -> Result<&dyn Feed, c_int>;
+    /// A bind succeeded, to an endpoint not enabled yet unless `enabled`; `late` when the
+    /// endpoint had been enabled before the bind.
+    fn bound(&self, enabled: bool, late: bool);
+    /// The endpoint or MR closed (`enabled`: as it was then).
+    fn unbound(&self, enabled: bool);
+    /// An endpoint this counter is bound to was enabled.
+    fn binding_enabled(&self);
+    /// True for FI_CNTR_EVENTS_BYTES counters.
+    fn counts_bytes(&self) -> bool;
+}
+
+impl<B: Backing> AnyCntr for Cntr<B> {
+    fn backend(&self) -> Backend {
+        B::BACKEND
+    }
+    fn home_ptr(&self) -> *const () {
+        self.home.cast()
+    }
+    fn feed_or_open(&self, open: &mut OpenFeed<'_>) -> Result<&dyn Feed, c_int> {
+        if let Some(feed) = self.feed() {
+            return Ok(feed);
+        }
+        let _guard = self.feed_open.lock();
+        if let Some(feed) = self.feed() {
+            return Ok(feed);
+        }
+        let feed = open(FeedRequest {
+            events: self.events,
+            peer: self.peer.as_fid(),
+            wait_fd: self.wait_fd.as_ref().map(|fd| fd.as_raw_fd()),
+        })?;
+        self.feed
+            .store(Box::into_raw(Box::new(feed)), Ordering::Release);
+        Ok(self.feed().expect("just stored"))
+    }
+    fn bound(&self, enabled: bool, late: bool) {
+        if let Some(feed) = self.feed() {
+            feed.bound(enabled, late);
+        }
+        self.bindings.fetch_add(1, Ordering::AcqRel);
+        self.engine.counter().notify_waiters();
+    }
+    fn unbound(&self, enabled: bool) {
+        if let Some(feed) = self.feed() {
+            feed.unbound(enabled);
+        }
+        self.bindings.fetch_sub(1, Ordering::AcqRel);
+    }
+    fn binding_enabled(&self) {
+        if let Some(feed) = self.feed() {
+            feed.binding_enabled();
+        }
+        // Waiters that found nothing to pull look again: now the core can be driven.
+        self.engine.counter().notify_waiters();
+    }
+    fn counts_bytes(&self) -> bool {
+        self.events == ofi::fi_cntr_events_FI_CNTR_EVENTS_BYTES
+    }
+    fn trywait(&self) -> c_int {
+        // What the core completed already is taken in first, so that the comparison below
+        // sees it and the core's fd is not left readable for work that is done.
+        let live = self.live_feed();
+        let counter = self.engine.counter();
+        if let Some(feed) = live {
+            feed.sync(counter, true);
+        }
+        match counter.trywait() {
+            Ok(()) => match live.map(|feed| feed.arm(counter)) {
+                None | Some(Armed::Ready) => 0,
+                Some(Armed::Pending) => err::EAGAIN,
+                Some(Armed::Relay) => {
+                    // SAFETY: cntr_close unwatches before the counter is freed.
+                    unsafe { watcher::watch(self.key(), self.as_watched()) };
+                    0
+                }
+            },
+            Err(TryWaitError::Pending) => err::EAGAIN,
+            Err(TryWaitError::NoFd) => {
+                fi_warn!(
+                    Cntr,
+                    "fi_trywait on a counter without FI_WAIT_FD (wait object {})",
+                    self.wait_obj
+                );
+                err::EINVAL
+            }
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! The feed of a counter bound over a core (a [`Feed`]): the core counter that stands for
+//! the rscntr counter, opened at the first bind with FI_PEER so that the core's completions
+//! increment the rscntr counter, on the wait set its waiters will sleep on (see `wait.rs`);
+//! taking in what the core counted itself; what a waiter sleeps on; what `fi_trywait` arms.
+
+use super::home::CoreHome;
+use super::wait::{self as core_wait, CoreBlocker, Plan, epoll_add};
+use crate::boundary::ffi::err;
+use crate::boundary::peer_sys;
+use crate::boundary::testhook::{self, Op};
+use crate::cntr::{AnyCntr, Armed, Feed, FeedRequest, Tally};
+use crate::engine::Wake;
+use crate::{fi_info, fi_warn, ofi};
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+pub struct CoreFeed {
+    /// The core counter; NULL once closed.
+    core_cntr: AtomicPtr<ofi::fid_cntr>,
+    /// Endpoints the counter is bound to that are not enabled yet: while any remain, reads
+    /// and waits do not drive the core's progress (see `bind::control`).
+    unenabled: AtomicUsize,
+    /// The core counter's own value and error count as last taken in (see [`Feed::sync`]).
+    seen: AtomicU64,
+    seen_err: AtomicU64,
+    /// What rscntr itself added to the core counter (to interrupt a wait in it, see
+    /// `wait::CntrWaitBlocker`): not the core's counting, so not taken in.
+    bias: AtomicU64,
+    /// What waiters sleep on, chosen with the core counter.
+    blocker: CoreBlocker,
+    /// The core's fd is in the counter's FI_GETWAIT fd: fi_trywait arms the core instead of
+    /// the watcher.
+    fd_exported: bool,
+    plan: Plan,
+    watcher_may_progress: bool,
+}
+
+/// The feed of `cntr`, a counter of `home`: opened at its first bind, shared by the later ones.
+pub fn feed_of<'a>(cntr: &'a dyn AnyCntr, home: &CoreHome) -> Result<&'a dyn Feed, c_int> {
+    cntr.feed_or_open(&mut |request| {
+        open_core_cntr(home, &request).map(|feed| feed as Box<dyn Feed>)
+    })
+}
+
+/// Opens the core counter that stands for a counter of `core`, on the wait set its waiters
+/// will sleep on.
+fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed>, c_int> {
+    let mut blocker =
+        core_wait::counter_blocker(core.plan, core.fabric, || core.progress_blocker());
+    let shared = core.plan == Plan::ProgressFd;
+    let out = match blocker.wait_set(shared) {
+        Some(set) => match open_core_cntr_on(core, request, set) {
+            Ok(out) => out,
+            Err(e) => {
+                fi_info!(
+                    Cntr,
+                    "the core cannot open a counter on a wait set ({e}); waits on it yield"
+                );
+                blocker = CoreBlocker::Yield;
+                open_core_cntr_on(core, request, std::ptr::null_mut())?
+            }
+        },
+        None => open_core_cntr_on(core, request, std::ptr::null_mut())?,
+    };
+    let mut fd_exported = false;
+    if let (Some(ep), CoreBlocker::Fd(b)) = (request.wait_fd, &blocker) {
+        match epoll_add(ep, b.fd()) {
+            Ok(()) => fd_exported = true,
+            Err(e) => fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}"),
+        }
+    }
+    fi_info!(
+        Cntr,
+        "waits on this counter sleep on {}",
+        match &blocker {
+            CoreBlocker::Fd(_) if shared => "the core's progress fd",
+            CoreBlocker::Fd(_) => "the core's wait set fd",
+            CoreBlocker::Cntr(_) => "the core counter's own wait",
+            CoreBlocker::Yield => "nothing (they yield between progress calls)",
+        }
+    );
+    let feed = Box::new(CoreFeed {
+        core_cntr: AtomicPtr::new(out),
+        unenabled: AtomicUsize::new(0),
+        seen: AtomicU64::new(0),
+        seen_err: AtomicU64::new(0),
+        bias: AtomicU64::new(0),
+        blocker,
+        fd_exported,
+        plan: core.plan,
+        watcher_may_progress: core.watcher_may_progress,
+    });
+    if let CoreBlocker::Cntr(b) = &feed.blocker {
+        // SAFETY: the core counter and the bias live as long as the feed, which owns the
+        // blocker (the core counter is closed only when the feed is); sockets' reads run no
+        // progress under auto progress.
+        unsafe { b.watch_counter(out, &feed.bias) };
+    }
+    Ok(feed)
+}
+
+/// Opens the core counter, with FI_PEER if the core takes it, on `set` unless NULL.
+fn open_core_cntr_on(
+    core: &CoreHome,
+    request: &FeedRequest,
+    set: *mut ofi::fid_wait,
+) -> Result<*mut ofi::fid_cntr, c_int> {
+    let mut attr = ofi::fi_cntr_attr {
+        events: request.events,
+        wait_obj: if set.is_null() {
+            ofi::fi_wait_obj_FI_WAIT_NONE
+        } else {
+            ofi::fi_wait_obj_FI_WAIT_SET
+        },
+        wait_set: set,
+        flags: if core.peer { ofi::FI_PEER } else { 0 },
+    };
+    let mut ctx = peer_sys::fi_peer_cntr_context {
+        size: std::mem::size_of::<peer_sys::fi_peer_cntr_context>(),
+        cntr: request.peer,
+    };
+    let mut out: *mut ofi::fid_cntr = std::ptr::null_mut();
+    // SAFETY: an open core domain; attr and ctx live across the call, and the core keeps
+    // only the peer fid pointer, which lives as long as the counter.
+    let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
+        (core.cntr_open)(
+            core.domain,
+            &mut attr,
+            &mut out,
+            (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast(),
+        )
+    });
+    if ret == 0 && !out.is_null() {
+        return Ok(out);
+    }
+    if !core.peer {
+        fi_warn!(
+            Cntr,
+            "the core cannot open a counter for rscntr to read: {ret}"
+        );
+        return Err(if ret != 0 { ret } else { err::EOTHER });
+    }
+    // A core without peer counters (sockets) counts in a counter of its own; `sync` takes in
+    // its increases.
+    fi_info!(
+        Cntr,
+        "the core has no FI_PEER counters ({ret}); rscntr reads a core counter"
+    );
+    attr.flags = 0;
+    out = std::ptr::null_mut();
+    // SAFETY: as above, without the peer context.
+    let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
+        (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut())
+    });
+    if ret != 0 || out.is_null() {
+        fi_warn!(
+            Cntr,
+            "the core cannot open a counter for rscntr to read: {ret}"
+        );
+        return Err(if ret != 0 { ret } else { err::EOTHER });
+    }
+    Ok(out)
+}
+
+impl Feed for CoreFeed {
+    fn core_cntr(&self) -> *mut ofi::fid_cntr {
+        self.core_cntr.load(Ordering::Acquire)
+    }
+
+    /// Drives the core's progress, as libfabric's own counters do on read and wait, and takes
+    /// in whatever the core counted itself.
+    ///
+    /// Reading the core counter runs the core's progress for the endpoints bound to it. Cores
+    /// that advertise FI_PROGRESS_AUTO may still only progress when asked (tcp starts its
+    /// progress thread only for some wait objects), so rscntr always asks. Cores differ in how
+    /// they honour FI_PEER: util-based cores that call the peer's `owner_ops->inc` (shm, rxm,
+    /// rxd) count nothing themselves and read 0; tcp increments through its own counter ops
+    /// and keeps the count in its own counter; sockets has no peer counters at all. rscntr
+    /// takes the increase of the core counter's value since the last look into its own, so
+    /// every kind counts exactly once. The core counter is never set or added to by rscntr,
+    /// so it only grows; a compare-exchange on the last seen value makes each increase count
+    /// once even when threads race. Skipped while an endpoint bound to this counter is not
+    /// enabled: util-based cores crash progressing such an endpoint, and nothing completes on
+    /// it; increases made meanwhile are taken in by the next sync.
+    ///
+    /// The error count is read first: each read runs the core's progress before it reads, so
+    /// what the last call's progress completes shows only in that call's value. A waiter
+    /// about to sleep must see every completion the progress took off the wire (nothing will
+    /// make the core's fd readable for it again), and completions are what it waits for.
+    fn sync(&self, tally: &dyn Tally, errors_too: bool) {
+        let core = self.core_cntr.load(Ordering::Acquire);
+        if core.is_null() || self.unenabled.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        // SAFETY: an open core counter; its ops table is the core's.
+        let ops = unsafe { &*(*core).ops };
+        if errors_too && let Some(readerr) = ops.readerr {
+            // SAFETY: as above.
+            let now = unsafe { readerr(core) };
+            take_increase(&self.seen_err, now, |d| tally.count_err(d));
+        }
+        if let Some(read) = ops.read {
+            // SAFETY: as above.
+            let raw = unsafe { read(core) };
+            // The bias is read after the value: an interrupt counts its bias before it adds
+            // to the core counter, so a value that includes the addition comes with its bias.
+            let now = raw.wrapping_sub(self.bias.load(Ordering::SeqCst));
+            take_increase(&self.seen, now, |d| tally.count(d));
+        }
+    }
+
+    fn live(&self) -> bool {
+        !self.core_cntr.load(Ordering::Acquire).is_null()
+            && self.unenabled.load(Ordering::Acquire) == 0
+    }
+
+    fn wake(&self) -> Wake<'_> {
+        if !self.live() {
+            // Bound to endpoints not enabled: nothing completes, only the counter's own ops
+            // (and the enable, which notifies) change anything.
+            return Wake::Notified;
+        }
+        match &self.blocker {
+            CoreBlocker::Fd(b) => Wake::Block(&**b),
+            CoreBlocker::Cntr(b) => Wake::Block(b),
+            CoreBlocker::Yield => Wake::Yield,
+        }
+    }
+
+    /// The core's fd is in the counter's epoll set, so arming the core is enough; otherwise
+    /// the watcher sleeps on the core's behalf, where it may drive the core's progress.
+    fn arm(&self, tally: &dyn Tally) -> Armed {
+        if self.fd_exported {
+            let Some(b) = self.blocker.blocker() else {
+                return Armed::Ready;
+            };
+            // Something pending in the core: the application reads (which pulls it) and
+            // tries again, as libfabric's fd protocol has it.
+            for _ in 0..3 {
+                if b.arm() {
+                    return Armed::Ready;
+                }
+                self.sync(tally, true);
+            }
+            return Armed::Pending;
+        }
+        let relay = match &self.blocker {
+            // sockets' own progress thread counts; reading its counter drives nothing.
+            CoreBlocker::Cntr(_) => true,
+            _ => self.watcher_may_progress,
+        };
+        if relay { Armed::Relay } else { Armed::Ready }
+    }
+
+    fn bound(&self, enabled: bool, late: bool) {
+        if !enabled {
+            self.unenabled.fetch_add(1, Ordering::AcqRel);
+        }
+        if late {
+            self.bound_late();
+        }
+    }
+
+    fn unbound(&self, enabled: bool) {
+        if !enabled {
+            self.unenabled.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    fn binding_enabled(&self) {
+        self.unenabled.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn close(&self) -> Result<(), c_int> {
+        let core = self.core_cntr.load(Ordering::Acquire);
+        if core.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the core counter was opened by open_core_cntr() and nothing else closes it.
+        let ret = unsafe { ofi::fi_close(core.cast()) };
+        if ret != 0 {
+            return Err(ret);
+        }
+        self.core_cntr
+            .store(std::ptr::null_mut(), Ordering::Release);
+        Ok(())
+    }
+}
+
+impl CoreFeed {
+    /// Bound to an endpoint after its FI_ENABLE: a core that hands out its fds at enable
+    /// (rxm) gives none for it, so waits are bounded instead.
+    fn bound_late(&self) {
+        if let (
+            Plan::FdSet {
+                fds_at_enable: true,
+                ..
+            },
+            CoreBlocker::Fd(b),
+        ) = (self.plan, &self.blocker)
+        {
+            fi_info!(
+                EpCtrl,
+                "counter bound after FI_ENABLE: the core adds no fd for it; waits re-check every {:?}",
+                core_wait::LATE_BIND_CAP
+            );
+            b.cap(core_wait::LATE_BIND_CAP);
+        }
+    }
+}
+
+/// Moves `seen` up to `now` and hands the difference to `add`, once, whoever races. A value
+/// below `seen` (a read that saw an interrupt's bias before its addition) is no change: the
+/// next read shows both.
+fn take_increase(seen: &AtomicU64, now: u64, add: impl FnOnce(u64)) {
+    let last = seen.load(Ordering::Acquire);
+    let delta = now.wrapping_sub(last);
+    if delta != 0
+        && (delta as i64) > 0
+        && seen
+            .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    {
+        add(now.wrapping_sub(last));
+    }
+}

@@ -1,0 +1,329 @@
+//! `fi_getinfo` over a core: which core (`FI_RSCNTR_CORE`, or the first that answers), the
+//! core's infos mirrored as rscntr's, the core's copy of an application's info, and which core
+//! each mirrored fabric came from.
+
+use crate::boundary::ffi::err;
+use crate::boundary::testhook::{self, Op};
+use crate::boundary::{params, provider};
+use crate::cntr::hw;
+use crate::{fi_dbg, fi_info, fi_warn, ofi};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char, c_int};
+
+/// libfabric's internal flag (include/ofi.h) that lets a provider's inner fi_getinfo see cores
+/// that FI_PROVIDER hides; its own layered providers (efa over shm, lnx) pass it likewise.
+pub const OFI_GETINFO_HIDDEN: u64 = 1 << 60;
+/// libfabric's internal flag for utility providers probing for a core (include/ofi.h).
+pub const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
+
+/// Capabilities rscntr masks out of core infos: triggered operations take core counters as
+/// thresholds, and a core cannot read an rscntr counter.
+const MASKED_CAPS: u64 = ofi::FI_TRIGGER as u64;
+
+/// Cores tried, in order, when FI_RSCNTR_CORE is unset or "auto".
+const AUTO_CORES: &[&str] = &[
+    "efa",
+    "verbs;ofi_rxm",
+    "tcp;ofi_rxm",
+    "tcp",
+    "shm",
+    "udp;ofi_rxd",
+    "sockets",
+];
+
+/// What FI_RSCNTR_CORE asks for.
+pub enum CoreSetting {
+    /// Counters only: rscntr's own fabric, domain and EQ, no endpoints.
+    None,
+    Auto,
+    Named(String),
+}
+
+pub fn core_setting() -> CoreSetting {
+    match params::core() {
+        None => CoreSetting::Auto,
+        Some(s) if s.eq_ignore_ascii_case("auto") => CoreSetting::Auto,
+        Some(s) if s.eq_ignore_ascii_case("none") => CoreSetting::None,
+        Some(s) => CoreSetting::Named(s),
+    }
+}
+
+/// The cores to try for a request, in order.
+pub fn candidates() -> Vec<String> {
+    AUTO_CORES
+        .iter()
+        .filter(|core| {
+            let usable = !core_hidden_from_utility(core);
+            if !usable {
+                fi_dbg!(
+                    Core,
+                    "skipping {core}: FI_PROVIDER hides its core from the utility provider"
+                );
+            }
+            usable
+        })
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// A layering "core;util" cannot work when FI_PROVIDER hides the core: the utility provider's
+/// own inner fi_getinfo (at fi_fabric/fi_domain) does not pass OFI_GETINFO_HIDDEN. libfabric
+/// hides a core when FI_PROVIDER has positive entries and none of them names it (a layered
+/// entry "core;util" names its core).
+fn core_hidden_from_utility(layering: &str) -> bool {
+    let Some((core, _util)) = layering.split_once(';') else {
+        return false;
+    };
+    let Ok(filter) = std::env::var("FI_PROVIDER") else {
+        return false;
+    };
+    let positive: Vec<&str> = filter
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && !e.starts_with('^'))
+        .collect();
+    !positive.is_empty()
+        && !positive
+            .iter()
+            .any(|e| e.split(';').any(|n| n.eq_ignore_ascii_case(core)))
+}
+
+/// Which core each mirrored fabric name came from, so `fi_fabric` (which only gets the
+/// fabric attr, whose prov_name libfabric rewrote to "rscntr") can open the same core.
+static FABRIC_CORES: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
+
+fn remember_fabric(name: &str, core: &str) {
+    FABRIC_CORES
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(name.to_owned(), core.to_owned());
+}
+
+/// Forgets the fabric names (provider cleanup, before libfabric unloads rscntr).
+pub fn release() {
+    *FABRIC_CORES.lock() = None;
+}
+
+pub fn core_of_fabric(name: &str) -> Option<String> {
+    FABRIC_CORES
+        .lock()
+        .as_ref()
+        .and_then(|m| m.get(name).cloned())
+}
+
+/// # Safety
+/// `s` is NULL or a C string.
+unsafe fn c_str<'a>(s: *const c_char) -> Option<&'a str> {
+    // SAFETY: caller's contract.
+    (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) }.to_str().unwrap_or(""))
+}
+
+/// Replaces a malloc'ed string field of an info with a copy of `value` (NULL for None).
+///
+/// # Safety
+/// `field` points to a string field of a libfabric-allocated info.
+unsafe fn set_str(field: *mut *mut c_char, value: Option<&CStr>) {
+    // SAFETY: libfabric allocated the field's string with malloc; free(NULL) is fine.
+    unsafe {
+        libc::free((*field).cast());
+        *field = value.map_or(std::ptr::null_mut(), |v| libc::strdup(v.as_ptr()));
+    }
+}
+
+/// Sets the two API 2.5 fields of a domain attr, when the running library has them.
+///
+/// # Safety
+/// `dom` is a domain attr allocated by the running libfabric.
+unsafe fn set_max_cntr_values(dom: *mut ofi::fi_domain_attr, value: u64) {
+    if provider::runtime_version() >= provider::API_2_5 {
+        // SAFETY: caller's contract; see provider::write_max_cntr_values.
+        unsafe { provider::write_max_cntr_values(dom, value) };
+    }
+}
+
+/// A copy of `info` fit for the core: the core's provider name, no counter demands (rscntr
+/// serves counters). The caller frees it with fi_freeinfo.
+///
+/// # Safety
+/// `info` is NULL or a valid info (all attr pointers NULL or valid).
+pub unsafe fn to_core(info: *const ofi::fi_info, core: &CStr) -> Option<*mut ofi::fi_info> {
+    // SAFETY: fi_dupinfo accepts NULL (fresh info) or a valid info.
+    let dup = unsafe { ofi::fi_dupinfo(info) };
+    // SAFETY: fi_dupinfo returns NULL or an info with all attrs allocated.
+    let i = unsafe { dup.as_mut()? };
+    // SAFETY: the attrs of a fresh dup are valid.
+    unsafe {
+        set_str(&mut (*i.fabric_attr).prov_name, Some(core));
+        (*i.domain_attr).cntr_cnt = 0;
+        set_max_cntr_values(i.domain_attr, 0);
+    }
+    Some(dup)
+}
+
+/// Keeps only the infos of exactly `core`: a lone core name also brings the utility providers
+/// that layer over it ("tcp" answers with "tcp;ofi_rxm" infos too). Returns the new head.
+///
+/// # Safety
+/// `list` is NULL or a list returned by fi_getinfo.
+unsafe fn keep_only(list: *mut ofi::fi_info, core: &str) -> *mut ofi::fi_info {
+    let mut head: *mut ofi::fi_info = std::ptr::null_mut();
+    let mut tail: *mut ofi::fi_info = std::ptr::null_mut();
+    let mut cur = list;
+    // SAFETY: walking a valid list; each dropped info is unlinked and freed alone.
+    unsafe {
+        while !cur.is_null() {
+            let next = (*cur).next;
+            (*cur).next = std::ptr::null_mut();
+            let name = c_str((*(*cur).fabric_attr).prov_name).unwrap_or("");
+            if name.eq_ignore_ascii_case(core) {
+                if tail.is_null() {
+                    head = cur
+                } else {
+                    (*tail).next = cur
+                }
+                tail = cur;
+            } else {
+                ofi::fi_freeinfo(cur);
+            }
+            cur = next;
+        }
+    }
+    head
+}
+
+/// Turns a list of core infos into rscntr infos in place.
+///
+/// # Safety
+/// `list` is a list returned by fi_getinfo.
+unsafe fn mirror(mut cur: *mut ofi::fi_info, core: &str) {
+    // SAFETY: walking a valid fi_getinfo list; all attr pointers are set.
+    while let Some(i) = unsafe { cur.as_mut() } {
+        i.caps &= !MASKED_CAPS;
+        unsafe {
+            (*i.tx_attr).caps &= !MASKED_CAPS;
+            (*i.rx_attr).caps &= !MASKED_CAPS;
+            let fab = &mut *i.fabric_attr;
+            if let Some(name) = c_str(fab.name) {
+                remember_fabric(name, core);
+            }
+            set_str(&mut fab.prov_name, None); // libfabric fills in "rscntr"
+            let (cntr_cnt, max_cntr_value) = hw::advertised_limits();
+            (*i.domain_attr).cntr_cnt = cntr_cnt;
+            set_max_cntr_values(i.domain_attr, max_cntr_value);
+        }
+        cur = i.next;
+    }
+}
+
+/// fi_getinfo over one core; Ok(list) only when the core answered.
+///
+/// # Safety
+/// As fi_getinfo: node/service NULL or C strings, hints NULL or valid.
+pub unsafe fn getinfo_over(
+    core: &str,
+    version: u32,
+    node: *const c_char,
+    service: *const c_char,
+    flags: u64,
+    hints: *const ofi::fi_info,
+) -> Result<*mut ofi::fi_info, c_int> {
+    let core_c = CString::new(core).map_err(|_| err::EINVAL)?;
+    // SAFETY: hints NULL or valid (caller's contract).
+    if let Some(h) = unsafe { hints.as_ref() }
+        && h.caps & MASKED_CAPS != 0
+    {
+        return Err(err::ENODATA);
+    }
+    // SAFETY: caller's contract.
+    let Some(core_hints) = (unsafe { to_core(hints, &core_c) }) else {
+        return Err(err::ENOMEM);
+    };
+    let mut list: *mut ofi::fi_info = std::ptr::null_mut();
+    if let Some(e) = testhook::fail(Op::Getinfo) {
+        // SAFETY: allocated by to_core.
+        unsafe { ofi::fi_freeinfo(core_hints) };
+        return Err(e);
+    }
+    // SAFETY: valid hints we own; the core name keeps this from recursing into rscntr.
+    let ret = unsafe {
+        ofi::fi_getinfo(
+            version,
+            node,
+            service,
+            flags | OFI_GETINFO_HIDDEN,
+            core_hints,
+            &mut list,
+        )
+    };
+    // SAFETY: allocated by to_core.
+    unsafe { ofi::fi_freeinfo(core_hints) };
+    // SAFETY: NULL or the list fi_getinfo returned.
+    let list = if ret == 0 {
+        unsafe { keep_only(list, core) }
+    } else {
+        list
+    };
+    if ret != 0 || list.is_null() {
+        fi_dbg!(Core, "core {core} has nothing for these hints ({ret})");
+        return Err(if ret != 0 { ret } else { err::ENODATA });
+    }
+    // SAFETY: a list fi_getinfo just returned.
+    unsafe { mirror(list, core) };
+    fi_info!(Core, "serving over core {core}");
+    Ok(list)
+}
+
+/// The core's fabric attr for an rscntr fabric attr: the same fabric, re-derived from the core.
+///
+/// # Safety
+/// `attr` is a valid fabric attr.
+pub unsafe fn core_fabric_info(
+    attr: &ofi::fi_fabric_attr,
+    core: &str,
+) -> Result<*mut ofi::fi_info, c_int> {
+    // SAFETY: fi_dupinfo(NULL) gives a fresh info with all attrs.
+    let hints = unsafe { ofi::fi_dupinfo(std::ptr::null()) };
+    if hints.is_null() {
+        return Err(err::ENOMEM);
+    }
+    let version = if attr.api_version != 0 {
+        attr.api_version
+    } else {
+        provider::runtime_version()
+    };
+    let core_c = CString::new(core).map_err(|_| err::EINVAL)?;
+    let mut list: *mut ofi::fi_info = std::ptr::null_mut();
+    // SAFETY: hints is ours; attr.name is a C string (checked by the caller).
+    let ret = unsafe {
+        let fab = &mut *(*hints).fabric_attr;
+        set_str(&mut fab.prov_name, Some(&core_c));
+        set_str(&mut fab.name, Some(CStr::from_ptr(attr.name)));
+        (*hints).mode = !0;
+        (*(*hints).domain_attr).mode = !0;
+        (*(*hints).domain_attr).mr_mode = !3; // everything but the deprecated basic/scalable
+        let ret = ofi::fi_getinfo(
+            version,
+            std::ptr::null(),
+            std::ptr::null(),
+            OFI_GETINFO_HIDDEN,
+            hints,
+            &mut list,
+        );
+        ofi::fi_freeinfo(hints);
+        if ret == 0 {
+            list = keep_only(list, core)
+        }
+        ret
+    };
+    if ret != 0 || list.is_null() {
+        fi_warn!(
+            Fabric,
+            "core {core} does not offer fabric {:?} any more ({ret})",
+            // SAFETY: checked non-NULL by the caller.
+            unsafe { CStr::from_ptr(attr.name) }
+        );
+        return Err(if ret != 0 { ret } else { err::ENODATA });
+    }
+    Ok(list)
+}

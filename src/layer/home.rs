@@ -1,0 +1,80 @@
+//! Where the counters of a layered domain live: the domain's counter slots and the core domain
+//! that counts for them once they are bound.
+
+use super::wait::{CoreFabric, CqOpenFn, FdBlocker, Plan, epoll_set};
+use crate::cntr::{CntrHome, Slots};
+use crate::ofi;
+use parking_lot::Mutex;
+use std::ffi::{c_int, c_void};
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::Arc;
+
+/// The core's own `cntr_open`: the domain's ops table now leads to rscntr's.
+pub type CntrOpenFn = unsafe extern "C" fn(
+    *mut ofi::fid_domain,
+    *mut ofi::fi_cntr_attr,
+    *mut *mut ofi::fid_cntr,
+    *mut c_void,
+) -> c_int;
+
+/// The home of a layered domain's counters, and the core side of the domain.
+pub struct CoreHome {
+    pub slots: Slots,
+    pub domain: *mut ofi::fid_domain,
+    /// The core's own cntr_open: the domain's ops table now leads to rscntr's.
+    pub cntr_open: CntrOpenFn,
+    /// The domain is FI_THREAD_SAFE, so rscntr's watcher thread may drive the core's progress
+    /// while the application sleeps in poll(). Under weaker threading models the application
+    /// promised the core serialized calls, and only its own calls (fi_cntr_read/wait, CQ
+    /// reads) drive progress; an armed fd then fires on the changes those calls bring in.
+    pub watcher_may_progress: bool,
+    /// The core fabric's ops for wait sets, and how this core is waited on.
+    pub fabric: CoreFabric,
+    pub plan: Plan,
+    /// The core counts through FI_PEER counters (see `wait::peer_counters_work`).
+    pub peer: bool,
+    /// The core's own cq_open (for the progress-fd CQ of [`Plan::ProgressFd`]).
+    pub cq_open: CqOpenFn,
+    /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
+    pub progress: Mutex<Option<Arc<FdBlocker>>>,
+}
+
+// SAFETY: the raw pointers (the core domain, its fabric) are set when the domain opens and never
+// change; rscntr calls the core through them from whichever thread binds, waits or polls a
+// counter, as it did when they were fields of every counter's home; the rest is Sync.
+unsafe impl Sync for CoreHome {}
+// SAFETY: as above.
+unsafe impl Send for CoreHome {}
+
+impl CntrHome for CoreHome {
+    fn slots(&self) -> &Slots {
+        &self.slots
+    }
+    fn over_core(&self) -> bool {
+        true
+    }
+    fn wait_fd(&self, eventfd: RawFd) -> std::io::Result<Option<OwnedFd>> {
+        epoll_set(eventfd).map(Some)
+    }
+}
+
+impl CoreHome {
+    /// The domain's progress-fd blocker, made by the first counter that needs it.
+    pub fn progress_blocker(&self) -> Result<Arc<FdBlocker>, c_int> {
+        let mut progress = self.progress.lock();
+        if let Some(b) = &*progress {
+            return Ok(b.clone());
+        }
+        // SAFETY: the open core domain of this fabric, with its own cq_open.
+        let b =
+            Arc::new(unsafe { FdBlocker::progress_fd(self.fabric, self.domain, self.cq_open) }?);
+        *progress = Some(b.clone());
+        Ok(b)
+    }
+
+    /// Closes the progress-fd CQ, before the core domain closes (the counters that used it
+    /// are closed: the domain has no children).
+    pub fn release_progress(&self) {
+        self.progress.lock().take();
+    }
+}
