@@ -2,7 +2,7 @@
 
 use rscntr::engine::{
     Blocker, Counter, EventFd, Source, Store, StoreError, Timeout, Token, TryWaitError, Tuning,
-    WaitError, WaitStrategy, Wake,
+    WaitError, WaitStrategy, Wake, sleep_until_readable,
 };
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering::SeqCst;
@@ -431,23 +431,8 @@ impl Blocker for PipeCore {
     }
     fn block(&self, _: Token, kick: &EventFd, until: Option<Instant>) {
         use std::os::fd::AsRawFd;
-        let mut fds = [
-            libc::pollfd {
-                fd: self.rd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: kick.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let ms = until.map_or(-1, |u| {
-            u.saturating_duration_since(Instant::now()).as_millis() as i32 + 1
-        });
-        // SAFETY: two valid pollfds.
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        let limit = until.map(|u| u.saturating_duration_since(Instant::now()));
+        sleep_until_readable(self.rd, kick.as_raw_fd(), limit);
     }
 }
 

@@ -8,6 +8,30 @@ pub use model::EventFd;
 #[cfg(not(loom))]
 pub use real::EventFd;
 
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// Sleeps in the kernel until `fd` or `kick` is readable, or `limit` has passed (None: no
+/// limit); a signal interrupts it too. What a blocker that waits on a core's fd does, with the
+/// eventfd that interrupts it as `kick` (a negative fd is ignored, as ppoll does).
+pub fn sleep_until_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) {
+    let watch = |fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut fds = [watch(fd), watch(kick)];
+    let ts = limit.map(|d| libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: two live pollfds; tsp is NULL (no limit) or points at a live timespec; no mask.
+    unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+}
+
 #[cfg(not(loom))]
 mod real {
 

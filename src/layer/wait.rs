@@ -14,7 +14,7 @@
 //! core counter).
 
 use crate::boundary::ffi::err;
-use crate::engine::{Blocker, EventFd, Token};
+use crate::engine::{Blocker, EventFd, Token, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -238,14 +238,6 @@ fn open_wait_set(
     Ok(set)
 }
 
-/// A `timespec` for `d` from now (the length, for ppoll).
-fn timespec_of(d: Duration) -> libc::timespec {
-    libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    }
-}
-
 /// The time left until `until`, bounded by `cap_ns` (0: no bound); None: no limit.
 fn sleep_for(until: Option<Instant>, cap_ns: u64) -> Option<Duration> {
     let cap = (cap_ns != 0).then(|| Duration::from_nanos(cap_ns));
@@ -286,24 +278,8 @@ impl Blocker for FdBlocker {
     }
 
     fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
-        let mut fds = [
-            libc::pollfd {
-                fd: self.fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: kick.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let ts = sleep_for(until, self.cap_ns.load(SeqCst)).map(timespec_of);
-        let tsp = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: two valid pollfds; tsp NULL (no limit) or a live timespec.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+        let limit = sleep_for(until, self.cap_ns.load(SeqCst));
+        sleep_until_readable(self.fd, kick.as_raw_fd(), limit);
     }
 }
 
