@@ -73,6 +73,16 @@ macro_rules! ffi_boundary {
     };
 }
 
+/// The status of a core op that must also write its result (an object, an fd) as a
+/// `Result`: the core's error, or -FI_EOTHER for a success that wrote nothing usable.
+pub fn wrote(ret: c_int, written: bool) -> Result<(), c_int> {
+    match ret {
+        0 if written => Ok(()),
+        0 => Err(err::EOTHER),
+        e => Err(e),
+    }
+}
+
 /// Turns `Result<(), c_int>` style bodies into the C status convention.
 pub fn status(r: Result<(), c_int>) -> c_int {
     match r {

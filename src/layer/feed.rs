@@ -5,13 +5,13 @@
 
 use super::home::CoreHome;
 use super::wait::{self as core_wait, CoreBlocker, Plan, epoll_add};
-use crate::boundary::ffi::err;
+use crate::boundary::ffi;
 use crate::boundary::peer_sys;
 use crate::boundary::testhook::{self, Op};
 use crate::cntr::{AnyCntr, Armed, Feed, FeedRequest, Tally};
 use crate::engine::Wake;
 use crate::{fi_info, fi_warn, ofi};
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 pub struct CoreFeed {
@@ -113,53 +113,40 @@ fn open_core_cntr_on(
             ofi::fi_wait_obj_FI_WAIT_SET
         },
         wait_set: set,
-        flags: if core.peer { ofi::FI_PEER } else { 0 },
+        flags: 0,
     };
     let mut ctx = peer_sys::fi_peer_cntr_context {
         size: std::mem::size_of::<peer_sys::fi_peer_cntr_context>(),
         cntr: request.peer,
     };
-    let mut out: *mut ofi::fid_cntr = std::ptr::null_mut();
-    // SAFETY: an open core domain; attr and ctx live across the call, and the core keeps
-    // only the peer fid pointer, which lives as long as the counter.
-    let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
-        (core.cntr_open)(
-            core.domain,
-            &mut attr,
-            &mut out,
-            (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast(),
+    let open = |attr: &mut ofi::fi_cntr_attr, context: *mut c_void| {
+        let mut out: *mut ofi::fid_cntr = std::ptr::null_mut();
+        // SAFETY: an open core domain; attr and the context live across the call, and the core
+        // keeps only the peer fid pointer, which lives as long as the counter.
+        let ret = testhook::fail(Op::CntrOpen)
+            .unwrap_or_else(|| unsafe { (core.cntr_open)(core.domain, attr, &mut out, context) });
+        ffi::wrote(ret, !out.is_null()).map(|()| out)
+    };
+    if core.peer {
+        attr.flags = ofi::FI_PEER;
+        let peer = (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast();
+        match open(&mut attr, peer) {
+            Ok(out) => return Ok(out),
+            // A core without peer counters (sockets) counts in a counter of its own; `sync`
+            // takes in its increases.
+            Err(ret) => fi_info!(
+                Cntr,
+                "the core has no FI_PEER counters ({ret}); rscntr reads a core counter"
+            ),
+        }
+        attr.flags = 0;
+    }
+    open(&mut attr, std::ptr::null_mut()).inspect_err(|ret| {
+        fi_warn!(
+            Cntr,
+            "the core cannot open a counter for rscntr to read: {ret}"
         )
-    });
-    if ret == 0 && !out.is_null() {
-        return Ok(out);
-    }
-    if !core.peer {
-        fi_warn!(
-            Cntr,
-            "the core cannot open a counter for rscntr to read: {ret}"
-        );
-        return Err(if ret != 0 { ret } else { err::EOTHER });
-    }
-    // A core without peer counters (sockets) counts in a counter of its own; `sync` takes in
-    // its increases.
-    fi_info!(
-        Cntr,
-        "the core has no FI_PEER counters ({ret}); rscntr reads a core counter"
-    );
-    attr.flags = 0;
-    out = std::ptr::null_mut();
-    // SAFETY: as above, without the peer context.
-    let ret = testhook::fail(Op::CntrOpen).unwrap_or_else(|| unsafe {
-        (core.cntr_open)(core.domain, &mut attr, &mut out, std::ptr::null_mut())
-    });
-    if ret != 0 || out.is_null() {
-        fi_warn!(
-            Cntr,
-            "the core cannot open a counter for rscntr to read: {ret}"
-        );
-        return Err(if ret != 0 { ret } else { err::EOTHER });
-    }
-    Ok(out)
+    })
 }
 
 impl Feed for CoreFeed {
@@ -315,12 +302,11 @@ impl CoreFeed {
 fn take_increase(seen: &AtomicU64, now: u64, add: impl FnOnce(u64)) {
     let last = seen.load(Ordering::Acquire);
     let delta = now.wrapping_sub(last);
-    if delta != 0
-        && (delta as i64) > 0
+    if (delta as i64) > 0
         && seen
             .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     {
-        add(now.wrapping_sub(last));
+        add(delta);
     }
 }

@@ -13,7 +13,7 @@
 //! event or by rscntr's interrupt (an eventfd beside the core's fd, or an increment of the
 //! core counter).
 
-use crate::boundary::ffi::err;
+use crate::boundary::ffi::{self, err};
 use crate::engine::{Blocker, EventFd, Token, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
@@ -159,40 +159,36 @@ impl FdBlocker {
         let mut cq: *mut ofi::fid_cq = std::ptr::null_mut();
         // SAFETY: caller's contract; attr and cq live across the call.
         let ret = unsafe { cq_open(domain, &mut attr, &mut cq, std::ptr::null_mut()) };
-        if ret != 0 || cq.is_null() {
-            return Err(if ret != 0 { ret } else { err::EOTHER });
-        }
-        let fid = cq.cast::<ofi::fid>();
-        let mut fd: c_int = -1;
-        let ret = control_getwait(fid, &mut fd);
-        if ret != 0 || fd < 0 {
-            close_fid(fid, "wait CQ");
-            return Err(if ret != 0 { ret } else { err::EOTHER });
-        }
-        Ok(FdBlocker::new(core, fid, fd, Some(PROGRESS_CAP)))
+        ffi::wrote(ret, !cq.is_null())?;
+        FdBlocker::on_wait_fd(core, cq.cast(), "wait CQ", Some(PROGRESS_CAP))
     }
 
     /// A core wait set with FI_WAIT_FD, for the core counter to be opened on.
     pub fn wait_set(core: CoreFabric, cap: Option<Duration>) -> Result<FdBlocker, c_int> {
         let set = open_wait_set(core, ofi::fi_wait_obj_FI_WAIT_FD)?;
-        let fid = set.cast::<ofi::fid>();
-        let mut fd: c_int = -1;
-        let ret = control_getwait(fid, &mut fd);
-        if ret != 0 || fd < 0 {
-            close_fid(fid, "wait set");
-            return Err(if ret != 0 { ret } else { err::EOTHER });
-        }
-        Ok(FdBlocker::new(core, fid, fd, cap))
+        FdBlocker::on_wait_fd(core, set.cast(), "wait set", cap)
     }
 
-    fn new(core: CoreFabric, fid: *mut ofi::fid, fd: RawFd, cap: Option<Duration>) -> Self {
-        FdBlocker {
+    /// A blocker on the wait fd (FI_GETWAIT) of `fid`, a core object rscntr just opened (`what`,
+    /// for the log), which it closes when dropped, or at once when the core gives no fd.
+    fn on_wait_fd(
+        core: CoreFabric,
+        fid: *mut ofi::fid,
+        what: &str,
+        cap: Option<Duration>,
+    ) -> Result<FdBlocker, c_int> {
+        let mut fd: c_int = -1;
+        if let Err(e) = ffi::wrote(control_getwait(fid, &mut fd), fd >= 0) {
+            close_fid(fid, what);
+            return Err(e);
+        }
+        Ok(FdBlocker {
             core,
             fid,
             fd,
             cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
             warned: AtomicBool::new(false),
-        }
+        })
     }
 
     /// The wait set, for the core counter's attr.
@@ -232,9 +228,7 @@ fn open_wait_set(
     let mut set: *mut ofi::fid_wait = std::ptr::null_mut();
     // SAFETY: the core's own op on its own fabric; attr and set live across the call.
     let ret = unsafe { wait_open(core.fabric, &mut attr, &mut set) };
-    if ret != 0 || set.is_null() {
-        return Err(if ret != 0 { ret } else { err::EOTHER });
-    }
+    ffi::wrote(ret, !set.is_null())?;
     Ok(set)
 }
 
