@@ -9,7 +9,7 @@ use crate::boundary::testhook::{self, Op};
 use crate::cntr::{self, AnyCntr};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 /// Per core endpoint or MR: rscntr's copy of its `fi_ops` and the counters bound to it.
 #[repr(C)]
@@ -187,6 +187,21 @@ unsafe fn binder<'a>(fid: *mut ofi::fid) -> &'a Binder {
     unsafe { &*((*fid).ops as *const Binder) }
 }
 
+impl Binder {
+    /// The core's own `fi_control` on `fid`, the object this Binder patched.
+    ///
+    /// # Safety
+    /// `arg` is what the core's control expects for `command`.
+    unsafe fn core_control(&self, fid: *mut ofi::fid, command: c_int, arg: *mut c_void) -> c_int {
+        // SAFETY: the core's own op table (endpoints always get rscntr's control, so the one
+        // saved is the core's) and op; the caller's contract for `arg`.
+        match unsafe { (*self.orig_fi_ops).control } {
+            Some(orig) => unsafe { orig(fid, command, arg) },
+            None => err::ENOSYS,
+        }
+    }
+}
+
 unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: only patched fids reach this op.
@@ -267,12 +282,8 @@ unsafe fn bind_core_fid(
     if ret != 0 || !bound.enabled {
         return ret;
     }
-    // SAFETY: the core's own op table; endpoints always get rscntr's control, so the core's
-    // is the original.
-    let ret = match unsafe { (*b.orig_fi_ops).control } {
-        Some(orig) => unsafe { orig(fid, ofi::FI_ENABLE as c_int, std::ptr::null_mut()) },
-        None => err::ENOSYS,
-    };
+    // SAFETY: FI_ENABLE takes no argument.
+    let ret = unsafe { b.core_control(fid, ofi::FI_ENABLE as c_int, std::ptr::null_mut()) };
     if ret == 0 {
         crate::fi_info!(
             EpCtrl,
@@ -320,22 +331,15 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
 /// counter does not drive the core's progress: util-based cores (shm, rxm) crash progressing
 /// an endpoint that is bound but not enabled, even through their own counters (libfabric 2.1),
 /// and before enable nothing can complete anyway.
-unsafe extern "C" fn control(
-    fid: *mut ofi::fid,
-    command: c_int,
-    arg: *mut std::ffi::c_void,
-) -> c_int {
+unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_void) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: only patched endpoints reach this op.
         let b = unsafe { binder(fid) };
         // An enable holds the lock across the core's call, so that a bind racing it (see
         // bind_core_fid) sees whether the core has enabled the endpoint.
         let mut enabling = (command as u32 == ofi::FI_ENABLE).then(|| b.bound.lock());
-        // SAFETY: the core's own op table and op.
-        let ret = match unsafe { (*b.orig_fi_ops).control } {
-            Some(orig) => unsafe { orig(fid, command, arg) },
-            None => err::ENOSYS,
-        };
+        // SAFETY: the application's command and argument, for the core.
+        let ret = unsafe { b.core_control(fid, command, arg) };
         if ret == 0
             && let Some(bound) = enabling.as_mut()
             && !bound.enabled

@@ -112,6 +112,7 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe
     // Hardware detection runs once per process, at the first domain open, as for rscntr's own
     // domains.
     cntr::hw::state();
+    let core = fabric.core.to_string_lossy();
     // SAFETY: the core's domain is valid.
     unsafe {
         let d = &mut *dom;
@@ -132,8 +133,8 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe
                 cntr_open: (*d.ops).cntr_open.unwrap_or(no_core_cntr_open),
                 watcher_may_progress: thread_safe,
                 fabric: fabric.ops,
-                plan: wait::plan_for(&fabric.core.to_string_lossy()),
-                peer: wait::peer_counters_work(&fabric.core.to_string_lossy()),
+                plan: wait::plan_for(&core),
+                peer: wait::peer_counters_work(&core),
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
             },
