@@ -192,24 +192,22 @@ pub fn stats() -> (usize, bool, u64) {
     (st.entries.len(), st.thread.is_some(), st.passes)
 }
 
-/// The first armed counter that sleeps in a blocker, and how many do.
-fn first_blocker(st: &State) -> (Option<(usize, BlockerRef)>, usize) {
-    let mut first = None;
-    let mut count = 0;
-    for e in &st.entries {
+/// The first armed counter that sleeps in a blocker.
+fn first_blocker(st: &State) -> Option<(usize, BlockerRef)> {
+    st.entries.iter().find_map(|e| {
         // SAFETY: armed counters are alive (see State).
-        if let Wake::Block(b) = unsafe { (*e.target).wake() } {
-            count += 1;
-            if first.is_none() {
-                // SAFETY (lifetime erasure): used only while the entry stays armed or
-                // `blocking` names it (see unwatch).
-                let b: *const (dyn Blocker + 'static) =
-                    unsafe { std::mem::transmute::<*const dyn Blocker, _>(b) };
-                first = Some((e.key, BlockerRef(b)));
-            }
+        match unsafe { (*e.target).wake() } {
+            // SAFETY (lifetime erasure): used only while the entry stays armed or `blocking`
+            // names it (see unwatch).
+            Wake::Block(b) => Some((
+                e.key,
+                BlockerRef(unsafe {
+                    std::mem::transmute::<*const dyn Blocker, *const (dyn Blocker + 'static)>(b)
+                }),
+            )),
+            _ => None,
         }
-    }
-    (first, count)
+    })
 }
 
 fn run() {
@@ -235,7 +233,7 @@ fn run() {
             next = WATCH_FIRST;
         }
         // The token comes before the pass: a change the pass misses interrupts the block.
-        let (block, _) = first_blocker(&st);
+        let block = first_blocker(&st);
         let kick = kick();
         if let Some(k) = kick {
             k.drain();
@@ -248,14 +246,22 @@ fn run() {
         if st.entries.is_empty() {
             continue;
         }
+        // How the counters still armed may be slept for, in one look at each.
         let mut yields = false;
         let mut cap: Option<Duration> = None;
+        let mut blockers = 0;
+        let mut still: Option<usize> = None;
         for e in &st.entries {
             // SAFETY: as above.
             match unsafe { (*e.target).wake() } {
                 Wake::Yield => yields = true,
                 Wake::After(d) => cap = Some(cap.map_or(d, |c| c.min(d))),
-                Wake::Block(_) | Wake::Notified => {}
+                Wake::Block(_) => {
+                    blockers += 1;
+                    // Blocked in below only if it is the counter the token was taken from.
+                    still.get_or_insert(e.key);
+                }
+                Wake::Notified => {}
             }
         }
         if yields {
@@ -264,14 +270,13 @@ fn run() {
             st = lock();
             continue;
         }
-        let (still, blockers) = first_blocker(&st);
         let mut pause = cap.map(|c| {
             let p = next.min(c);
             next = (next * 2).min(c);
             p
         });
         if let (Some((key, b)), Some(token), Some(k)) = (block, token, kick)
-            && still.is_some_and(|(k2, _)| k2 == key)
+            && still == Some(key)
         {
             // SAFETY: the blocker of an armed counter.
             let blocker = unsafe { &*b.0 };
