@@ -60,6 +60,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include "bench.h"
 
 #define MSG_SIZE 64
 #define WARMUP 20
@@ -100,19 +101,6 @@ static uint64_t tx_posted, tx_done, rx_posted;
 
 static void watchdog(const char *phase, unsigned secs, int stall);
 static _Atomic unsigned long progress;
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *) a, y = *(const double *) b;
-	return x < y ? -1 : x > y;
-}
 
 static double cpu_us(void)
 {

@@ -24,22 +24,10 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include "bench.h"
 
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *) a, y = *(const double *) b;
-	return x < y ? -1 : x > y;
-}
 
 static struct fid_cntr *open_cntr(enum fi_wait_obj w, int *ret)
 {
