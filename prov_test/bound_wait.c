@@ -120,17 +120,6 @@ static int rscntr_threads_running(void)
 	return running;
 }
 
-#define POST(call, cq)                                                                    \
-	({                                                                                \
-		ssize_t _ret;                                                             \
-		double _t0 = now_ms();                                                    \
-		while ((_ret = (call)) == -FI_EAGAIN && now_ms() - _t0 < 10000) {         \
-			struct fi_cq_entry _e;                                            \
-			(void) fi_cq_read(cq, &_e, 1);                                    \
-		}                                                                         \
-		_ret;                                                                     \
-	})
-
 static const char *wait_name(enum fi_wait_obj w)
 {
 	return w == FI_WAIT_FD ? "FD" : w == FI_WAIT_YIELD ? "YIELD" : "UNSPEC";

@@ -40,6 +40,20 @@ static inline double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Posts until the core takes it, reading `cq` (an fid_cq *) meanwhile, for at most 10 s:
+ * connection-based cores answer -FI_EAGAIN until progress (driven by the CQ read) has set the
+ * connection up. Needs <rdma/fi_eq.h>. */
+#define POST(call, cq)                                                                    \
+	({                                                                                \
+		ssize_t _ret;                                                             \
+		double _t0 = now_ms();                                                    \
+		while ((_ret = (call)) == -FI_EAGAIN && now_ms() - _t0 < 10000) {         \
+			struct fi_cq_entry _e;                                            \
+			(void) fi_cq_read(cq, &_e, 1);                                    \
+		}                                                                         \
+		_ret;                                                                     \
+	})
+
 static inline int finish(const char *name)
 {
 	printf("%s: %d passed, %d failed\n", name, h_passed, h_failed);
