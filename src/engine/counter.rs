@@ -52,9 +52,9 @@ use super::{Backoff, EventFd, Timeout};
 use event_listener::{Event, Listener};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// The first sleep of a waiter polling a [`Store::POLLED`] store; each later one doubles.
@@ -154,6 +154,10 @@ pub struct Counter<S: Store = Atomics> {
     /// An interrupt was sent since the leader last drained `kick` (most blockers' interrupts
     /// write it; the leader then reads it once, instead of once per sleep).
     kicked: AtomicBool,
+    /// This counter's own `Arc` (counters made by [`Counter::with_store`]; empty otherwise):
+    /// the watcher holds an armed polled counter by it, and reads it only through a strong
+    /// reference, so a counter whose last `Arc` is dropped is never read meanwhile.
+    me: Weak<Self>,
 }
 
 impl<S: Store> std::fmt::Debug for Counter<S> {
@@ -184,20 +188,37 @@ impl Counter<Atomics> {
 
 impl<S: Store> Counter<S> {
     /// A counter over `store`, shared. Counters over a [`Store::POLLED`] store are made here:
-    /// the watcher thread polls an armed one at its address, which an `Arc` keeps still.
+    /// the watcher thread holds an armed one by a `Weak` to it.
     pub fn with_store(store: S, strategy: WaitStrategy, tuning: Tuning) -> io::Result<Arc<Self>> {
         if S::POLLED && strategy == WaitStrategy::Fd {
             watcher::ensure_running()?;
         }
-        Self::build(store, strategy, tuning).map(Arc::new)
+        let fd = Self::make_fd(strategy)?;
+        Ok(Arc::new_cyclic(|me| {
+            Self::assemble(store, strategy, tuning, fd, me.clone())
+        }))
     }
 
     fn build(store: S, strategy: WaitStrategy, tuning: Tuning) -> io::Result<Self> {
-        let fd = match strategy {
+        let fd = Self::make_fd(strategy)?;
+        Ok(Self::assemble(store, strategy, tuning, fd, Weak::new()))
+    }
+
+    fn make_fd(strategy: WaitStrategy) -> io::Result<Option<EventFd>> {
+        Ok(match strategy {
             WaitStrategy::Fd => Some(EventFd::new()?),
             _ => None,
-        };
-        Ok(Counter {
+        })
+    }
+
+    fn assemble(
+        store: S,
+        strategy: WaitStrategy,
+        tuning: Tuning,
+        fd: Option<EventFd>,
+        me: Weak<Self>,
+    ) -> Self {
+        Counter {
             store,
             sets: AtomicU64::new(0),
             wake: AtomicU32::new(0),
@@ -213,7 +234,8 @@ impl<S: Store> Counter<S> {
             blocked_in: Mutex::new(None),
             kick: OnceLock::new(),
             kicked: AtomicBool::new(false),
-        })
+            me,
+        }
     }
 
     pub fn strategy(&self) -> WaitStrategy {
@@ -588,8 +610,7 @@ impl<S: Store> Counter<S> {
         };
         if S::POLLED {
             // FD_ARMED is set first: the watcher drops entries whose bit is clear.
-            // SAFETY: the counter takes itself off the watcher before it is freed (Drop).
-            unsafe { watcher::watch(self.key(), self.as_watched()) };
+            self.watch();
         }
         if pending {
             Err(TryWaitError::Pending)
@@ -639,8 +660,14 @@ impl<S: Store> Counter<S> {
         self as *const Self as usize
     }
 
-    fn as_watched(&self) -> *const (dyn Watched + 'static) {
-        watcher::target_of(self)
+    /// Hands the counter to the watcher (a polled store, armed).
+    fn watch(&self) {
+        debug_assert!(
+            self.me.strong_count() > 0,
+            "polled counter not made by with_store"
+        );
+        let me: Weak<dyn Watched> = self.me.clone();
+        watcher::watch_shared(self.key(), me);
     }
 
     /// Takes this counter off the watcher, waiting for a poll in progress to finish, so that
@@ -653,8 +680,7 @@ impl<S: Store> Counter<S> {
     /// Undoes [`Counter::unwatch`].
     pub fn rewatch(&self, armed: bool) {
         if armed {
-            // SAFETY: as in trywait.
-            unsafe { watcher::watch(self.key(), self.as_watched()) };
+            self.watch();
         }
     }
 
@@ -667,6 +693,8 @@ impl<S: Store> Counter<S> {
 impl<S: Store> Drop for Counter<S> {
     fn drop(&mut self) {
         if S::POLLED && self.fd.is_some() {
+            // The entry of an armed counter: the watcher no longer reads it (its last `Arc`
+            // is gone), so it only needs forgetting.
             watcher::unwatch(self.key());
         }
     }

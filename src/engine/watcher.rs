@@ -17,13 +17,17 @@
 //! armed counter (which pulls its source and compares with what `trywait` saw); a counter that
 //! changed has its fd signalled and is forgotten (one signal per arming, like a mutation).
 //!
-//! Counters are held by address: a counter calls [`unwatch`] before it is freed, and
-//! `unwatch` returns only once the thread neither polls it nor sleeps in its blocker.
+//! Counters are held by address ([`watch`]: the owner calls [`unwatch`] before it frees one,
+//! and `unwatch` returns only once the thread neither polls it nor sleeps in its blocker), or
+//! by a `Weak` ([`watch_shared`], the engine's own polled counters, shared through an `Arc`):
+//! the thread reads those only through a strong reference it holds for the pass, and lets go of
+//! it before it sleeps, so a counter whose last `Arc` is dropped is never read while it is
+//! being dropped.
 
 use super::EventFd;
 use super::source::{Blocker, Wake};
 use std::io;
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -42,9 +46,28 @@ pub trait Watched: Sync {
     fn wake(&self) -> Wake<'_>;
 }
 
+/// How the thread holds an armed counter.
+enum Target {
+    /// By address: valid until [`unwatch`] (see [`watch`]).
+    Raw(*const dyn Watched),
+    /// Read only through a strong reference held for the pass (see [`watch_shared`]).
+    Shared(Weak<dyn Watched>),
+}
+
 struct Entry {
     key: usize,
-    target: *const dyn Watched,
+    target: Target,
+}
+
+impl Entry {
+    /// The counter: valid while the entry is armed (`Raw`), or while the pass holds a strong
+    /// reference to it (`Shared`, taken at the start of the pass).
+    fn target(&self) -> *const dyn Watched {
+        match &self.target {
+            Target::Raw(p) => *p,
+            Target::Shared(w) => w.as_ptr(),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -64,8 +87,9 @@ struct State {
 }
 
 // SAFETY: the pointers in State are only dereferenced by the watcher thread and by
-// arm/unwatch, under the lock or while `blocking` names them; a counter unwatches itself,
-// which waits for the thread to leave it, before it is freed.
+// arm/unwatch, under the lock or while `blocking` names them; a counter held by address
+// unwatches itself, which waits for the thread to leave it, before it is freed, and one held
+// by a `Weak` is read only through a strong reference.
 unsafe impl Send for State {}
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -137,6 +161,16 @@ pub fn target_of<'a>(target: &'a (dyn Watched + 'a)) -> *const (dyn Watched + 's
 /// # Safety
 /// `target` stays valid until [`unwatch`]`(key)` returns.
 pub unsafe fn watch(key: usize, target: *const dyn Watched) {
+    arm(key, Target::Raw(target));
+}
+
+/// [`watch`] for a counter shared through an `Arc`: dropping its last `Arc` needs no
+/// [`unwatch`] first (the thread never reads it meanwhile), only after, to forget the entry.
+pub fn watch_shared(key: usize, target: Weak<dyn Watched>) {
+    arm(key, Target::Shared(target));
+}
+
+fn arm(key: usize, target: Target) {
     let mut st = lock();
     match st.entries.iter_mut().find(|e| e.key == key) {
         Some(e) => e.target = target,
@@ -195,8 +229,8 @@ pub fn stats() -> (usize, bool, u64) {
 /// The first armed counter that sleeps in a blocker.
 fn first_blocker(st: &State) -> Option<(usize, BlockerRef)> {
     st.entries.iter().find_map(|e| {
-        // SAFETY: armed counters are alive (see State).
-        match unsafe { (*e.target).wake() } {
+        // SAFETY: armed counters are alive (see State and Entry::target).
+        match unsafe { (*e.target()).wake() } {
             // SAFETY (lifetime erasure): used only while the entry stays armed or `blocking`
             // names it (see unwatch).
             Wake::Block(b) => Some((
@@ -221,7 +255,16 @@ fn run() {
     };
     let mut st = lock();
     let mut next = WATCH_FIRST;
+    // The strong references to the shared counters of this pass.
+    let mut held: Vec<Arc<dyn Watched>> = Vec::new();
     loop {
+        if !held.is_empty() {
+            // Let go with the lock free: the last reference runs the counter's Drop, which
+            // unwatches it.
+            drop(st);
+            held.clear();
+            st = lock();
+        }
         if st.shutdown {
             return;
         }
@@ -232,6 +275,15 @@ fn run() {
         if std::mem::take(&mut st.restart) {
             next = WATCH_FIRST;
         }
+        // Shared counters are read through a reference held for the pass; one whose last
+        // reference is gone is forgotten.
+        st.entries.retain(|e| match &e.target {
+            Target::Raw(_) => true,
+            Target::Shared(w) => w.upgrade().map(|a| held.push(a)).is_some(),
+        });
+        if st.entries.is_empty() {
+            continue;
+        }
         // The token comes before the pass: a change the pass misses interrupts the block.
         let block = first_blocker(&st);
         let kick = kick();
@@ -240,8 +292,8 @@ fn run() {
         }
         // SAFETY: the blocker of an armed counter (see first_blocker).
         let token = block.map(|(_, b)| unsafe { &*b.0 }.prepare());
-        // SAFETY: armed counters are alive (see State).
-        st.entries.retain(|e| unsafe { (*e.target).poll() });
+        // SAFETY: armed counters are alive (see State and Entry::target).
+        st.entries.retain(|e| unsafe { (*e.target()).poll() });
         st.passes += 1;
         if st.entries.is_empty() {
             continue;
@@ -253,7 +305,7 @@ fn run() {
         let mut still: Option<usize> = None;
         for e in &st.entries {
             // SAFETY: as above.
-            match unsafe { (*e.target).wake() } {
+            match unsafe { (*e.target()).wake() } {
                 Wake::Yield => yields = true,
                 Wake::After(d) => cap = Some(cap.map_or(d, |c| c.min(d))),
                 Wake::Block(_) => {
@@ -266,6 +318,7 @@ fn run() {
         }
         if yields {
             drop(st);
+            held.clear();
             std::thread::yield_now();
             st = lock();
             continue;
@@ -286,6 +339,7 @@ fn run() {
             if blockers > 1 {
                 pause = Some(pause.map_or(SHARED_BLOCK_MAX, |p| p.min(SHARED_BLOCK_MAX)));
             }
+            // Shared counters stay held: they are polled ones, whose bound caps this sleep.
             st.blocking = Some((key, b));
             let until = pause.map(|p| Instant::now() + p);
             drop(st);
@@ -298,6 +352,16 @@ fn run() {
         if still.is_some() {
             // The counter blocked for fired, or no kick: look again soon.
             pause = Some(pause.map_or(SHARED_BLOCK_MAX, |p| p.min(SHARED_BLOCK_MAX)));
+        }
+        if !held.is_empty() {
+            // Not held while asleep (see the loop's start); an arming or a shutdown meanwhile
+            // is looked at first.
+            drop(st);
+            held.clear();
+            st = lock();
+            if st.restart || st.shutdown {
+                continue;
+            }
         }
         st = match pause {
             Some(p) => {
