@@ -95,10 +95,10 @@ pingpong_matrix() {
     return $ok
 }
 
-cntr_api_over_cores() {
-    local core ok=0
-    for core in none shm tcp "tcp;ofi_rxm" sockets "udp;ofi_rxd" udp; do
-        FI_RSCNTR_CORE=$core timeout 900 prov_test/run.sh "$LF21" || ok=1
+prov_test_over_cores() { # <libdir> <core...>: every prov_test program over each core
+    local lib=$1 core ok=0; shift
+    for core in "$@"; do
+        FI_RSCNTR_CORE=$core timeout 900 prov_test/run.sh "$lib" || ok=1
     done
     return $ok
 }
@@ -273,14 +273,8 @@ step "cargo clippy" timeout 1200 cargo clippy --release --all-targets --quiet --
 step "cargo test" env RSCNTR_REQUIRE_RDMA65=1 timeout 1800 cargo test --release
 step "prov_test, libfabric 2.1" timeout 900 prov_test/run.sh "$LF21"
 step "prov_test, libfabric 2.5.1 (MPICH wheel)" timeout 900 prov_test/run.sh "$LF25"
-prov_test_debug() { # every prov_test program over each core, against the debug libfabric
-    local core ok=0
-    for core in none shm tcp "tcp;ofi_rxm" udp sockets; do
-        FI_RSCNTR_CORE=$core timeout 900 prov_test/run.sh "$LF21D" || ok=1
-    done
-    return $ok
-}
-step "prov_test over each core, libfabric 2.1 --enable-debug (asserts on)" prov_test_debug
+step "prov_test over each core, libfabric 2.1 --enable-debug (asserts on)" \
+    prov_test_over_cores "$LF21D" none shm tcp "tcp;ofi_rxm" udp sockets
 step "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
 step "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh "$LF25"
 step "man page fresh (scripts/gen-man.sh --check)" timeout 300 bash scripts/gen-man.sh --check
@@ -407,7 +401,8 @@ step "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
     runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude" FI_RSCNTR_CORE=none
 
 # The data path over core providers.
-step "prov_test over each core (none, shm, tcp, tcp;ofi_rxm, sockets, udp;ofi_rxd, udp)" cntr_api_over_cores
+step "prov_test over each core (none, shm, tcp, tcp;ofi_rxm, sockets, udp;ofi_rxd, udp)" \
+    prov_test_over_cores "$LF21" none shm tcp "tcp;ofi_rxm" sockets "udp;ofi_rxd" udp
 step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm, sockets; -c sread, yield, fd" pingpong_matrix
 step "FI_RSCNTR_CORE naming a missing provider" missing_core
 step "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
