@@ -54,10 +54,15 @@ fn values_wrap_modulo_2_pow_64() {
 }
 
 #[test]
-fn wait_none_is_an_error_not_a_hang() {
+fn wait_none_polls() {
     let c = counter(WaitStrategy::None);
     c.add(10).unwrap();
-    assert_eq!(c.wait(1, Timeout::Never), Err(WaitError::NotWaitable));
+    assert_eq!(c.wait(1, Timeout::Never), Ok(()));
+    assert_eq!(c.wait(11, Timeout::Poll), Err(WaitError::TimedOut));
+    assert_eq!(
+        c.wait(11, Timeout::After(std::time::Duration::from_millis(5))),
+        Err(WaitError::TimedOut)
+    );
 }
 
 #[test]

@@ -22,6 +22,7 @@ pub mod err {
     pub const EAVAIL: c_int = -(ofi::FI_EAVAIL as c_int);
     pub const EBADFLAGS: c_int = -(ofi::FI_EBADFLAGS as c_int);
     pub const EOPNOTSUPP: c_int = -(ofi::FI_EOPNOTSUPP as c_int);
+    pub const ENOENT: c_int = -(ofi::FI_ENOENT as c_int);
 }
 
 /// The value an `extern "C"` entry returns when its body panicked.

@@ -20,6 +20,7 @@ pub enum Subsys {
     Eq,
     Cntr,
     EpCtrl,
+    EpData,
 }
 
 /// Writes one log line if libfabric has logging enabled for it. Before `fi_prov_ini` ran (in
@@ -40,6 +41,7 @@ pub fn log(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Argume
         Subsys::Eq => ofi::fi_log_subsys_FI_LOG_EQ,
         Subsys::Cntr => ofi::fi_log_subsys_FI_LOG_CNTR,
         Subsys::EpCtrl => ofi::fi_log_subsys_FI_LOG_EP_CTRL,
+        Subsys::EpData => ofi::fi_log_subsys_FI_LOG_EP_DATA,
     };
     // SAFETY: `record` is the registered provider; fi_log_enabled only reads it.
     if unsafe { ofi::fi_log_enabled(record, level, subsys) } == 0 {

@@ -3,6 +3,7 @@
 //! ([`AnyCntr`]).
 
 use super::attr::Config;
+use super::backing::store_error;
 use super::backing::{Backend, Backing};
 use super::feed::{Armed, Feed, FeedRequest};
 use super::home::CntrHome;
@@ -10,7 +11,7 @@ use super::peer::PeerCntr;
 use crate::boundary::ffi::err;
 use crate::boundary::peer_sys;
 use crate::engine::watcher::{self, Watched};
-use crate::engine::{Source, TryWaitError, Wake};
+use crate::engine::{Source, Starter, Tag, TryWaitError, Wake, Work};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_int;
@@ -32,6 +33,9 @@ pub struct Cntr<B: Backing> {
     feed_open: Mutex<()>,
     /// Endpoints and MRs this counter is bound to; it cannot close while any remain.
     bindings: AtomicUsize,
+    /// Triggered or deferred work that names this counter (as its trigger, target or
+    /// completion counter) and has not started or been cancelled; it cannot close meanwhile.
+    work_refs: AtomicUsize,
     /// The fd FI_GETWAIT hands out instead of the engine's, when the home made one (see
     /// [`CntrHome::wait_fd`]).
     wait_fd: Option<OwnedFd>,
@@ -66,6 +70,7 @@ impl<B: Backing> Cntr<B> {
             feed: AtomicPtr::new(std::ptr::null_mut()),
             feed_open: Mutex::new(()),
             bindings: AtomicUsize::new(0),
+            work_refs: AtomicUsize::new(0),
             wait_fd,
             peer: PeerCntr::new(owner_ops),
             engine,
@@ -105,6 +110,11 @@ impl<B: Backing> Cntr<B> {
     /// Endpoints and MRs still bound to the counter.
     pub(super) fn bindings(&self) -> usize {
         self.bindings.load(Ordering::Acquire)
+    }
+
+    /// Queued work that names the counter.
+    pub(super) fn work_refs(&self) -> usize {
+        self.work_refs.load(Ordering::Acquire)
     }
 
     /// Closes the feed's core counter and frees the feed (the counter is closing); on an error
@@ -193,6 +203,17 @@ pub trait AnyCntr {
     fn binding_enabled(&self);
     /// True for FI_CNTR_EVENTS_BYTES counters.
     fn counts_bytes(&self) -> bool;
+    /// Queues `work` until the count (value plus errors) reaches `threshold`; it starts on
+    /// rscntr's trigger thread (see `engine::trigger`).
+    fn queue_work(&self, threshold: u64, tag: Tag, work: Box<dyn Work>);
+    /// Takes out the queued work `pick` chooses, dropping it; how many.
+    fn cancel_work(&self, pick: &mut dyn FnMut(Tag) -> bool) -> usize;
+    /// Queued work names this counter: it cannot close until [`AnyCntr::release`].
+    fn hold(&self);
+    fn release(&self);
+    /// For deferred counter work: the application's fi_cntr_add / fi_cntr_set.
+    fn add(&self, value: u64) -> c_int;
+    fn set(&self, value: u64) -> c_int;
 }
 
 impl<B: Backing> AnyCntr for Cntr<B> {
@@ -241,6 +262,35 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     }
     fn counts_bytes(&self) -> bool {
         self.events == ofi::fi_cntr_events_FI_CNTR_EVENTS_BYTES
+    }
+    fn queue_work(&self, threshold: u64, tag: Tag, work: Box<dyn Work>) {
+        self.engine
+            .counter()
+            .trigger(&Starter::global(), threshold, tag, work);
+    }
+    fn cancel_work(&self, pick: &mut dyn FnMut(Tag) -> bool) -> usize {
+        self.engine
+            .counter()
+            .triggers()
+            .map_or(0, |t| t.cancel(pick))
+    }
+    fn hold(&self) {
+        self.work_refs.fetch_add(1, Ordering::AcqRel);
+    }
+    fn release(&self) {
+        self.work_refs.fetch_sub(1, Ordering::AcqRel);
+    }
+    fn add(&self, value: u64) -> c_int {
+        match self.engine.counter().add(value) {
+            Ok(()) => 0,
+            Err(e) => store_error("deferred FI_OP_CNTR_ADD", e),
+        }
+    }
+    fn set(&self, value: u64) -> c_int {
+        match self.engine.counter().set(value) {
+            Ok(()) => 0,
+            Err(e) => store_error("deferred FI_OP_CNTR_SET", e),
+        }
     }
     fn trywait(&self) -> c_int {
         // What the core completed already is taken in first, so that the comparison below

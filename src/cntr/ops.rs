@@ -117,6 +117,12 @@ unsafe extern "C" fn cntr_close<B: Tables>(fid: *mut ofi::fid) -> c_int {
             fi_warn!(Cntr, "counter is still bound to {bound} endpoint(s)/MR(s)");
             return err::EBUSY;
         }
+        let work = cntr.work_refs();
+        if work != 0 {
+            fi_warn!(Cntr, "{work} triggered or deferred operation(s) not started yet name this counter \
+                (cancel them first: fi_cancel, FI_CANCEL_WORK or FI_FLUSH_WORK)");
+            return err::EBUSY;
+        }
         // Off the watcher first: once this returns it neither polls the counter nor sleeps in
         // its blocker.
         watcher::unwatch(cntr.key());
@@ -236,10 +242,6 @@ unsafe extern "C" fn cntr_wait<B: Tables>(
             Ok(()) => 0,
             Err(WaitError::TimedOut) => err::ETIMEDOUT,
             Err(WaitError::ErrorChanged) => err::EAVAIL,
-            Err(WaitError::NotWaitable) => {
-                fi_warn!(Cntr, "fi_cntr_wait on a counter opened with FI_WAIT_NONE");
-                err::ENOSYS
-            }
         }
     }
 }

@@ -47,6 +47,7 @@ use super::backoff::{DEFAULT_SPIN_LIMIT, PollNap};
 use super::source::{Blocker, Source, Unsourced, Wake};
 use super::store::{Atomics, Store, StoreError};
 use super::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex};
+use super::trigger::{Starter, Tag, Triggers, Work};
 use super::watcher::{self, Watched};
 use super::{Backoff, EventFd, Timeout};
 use event_listener::{Event, Listener};
@@ -84,7 +85,9 @@ impl Default for Tuning {
 /// How `wait` waits, chosen from the counter's libfabric wait object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitStrategy {
-    /// FI_WAIT_NONE: the counter cannot be waited on.
+    /// FI_WAIT_NONE: no wait object. A wait polls like `Yield` (spins, then `sched_yield`),
+    /// as sockets' and cxi's counters do: MPICH's triggered path and fabtests wait on such
+    /// counters.
     None,
     /// FI_WAIT_YIELD: spin, then `sched_yield` until done. Mutators never make a syscall.
     Yield,
@@ -100,8 +103,6 @@ pub enum WaitError {
     TimedOut,
     /// The error count changed after the wait began.
     ErrorChanged,
-    /// The counter's strategy is `None`.
-    NotWaitable,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +116,10 @@ pub enum TryWaitError {
 const FD_ARMED: u32 = 1;
 /// A leader sleeps in a source's blocker (`blocked_in`): mutations interrupt it.
 const BLOCKED: u32 = 2;
-const ONE_WAITER: u32 = 4;
+/// Work has been queued on the counter (`triggers`): mutations check whether it is due (see
+/// `super::trigger`). Set at the first such work and kept.
+const TRIGGERS: u32 = 4;
+const ONE_WAITER: u32 = 8;
 
 /// What `trywait` compares against to tell whether a change is pending.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -154,6 +158,8 @@ pub struct Counter<S: Store = Atomics> {
     /// An interrupt was sent since the leader last drained `kick` (most blockers' interrupts
     /// write it; the leader then reads it once, instead of once per sleep).
     kicked: AtomicBool,
+    /// Work waiting for this counter's count (see `super::trigger`), made at the first.
+    triggers: OnceLock<Arc<Triggers>>,
     /// This counter's own `Arc` (counters made by [`Counter::with_store`]; empty otherwise):
     /// the watcher holds an armed polled counter by it, and reads it only through a strong
     /// reference, so a counter whose last `Arc` is dropped is never read meanwhile.
@@ -234,6 +240,7 @@ impl<S: Store> Counter<S> {
             blocked_in: Mutex::new(None),
             kick: OnceLock::new(),
             kicked: AtomicBool::new(false),
+            triggers: OnceLock::new(),
             me,
         }
     }
@@ -295,7 +302,7 @@ impl<S: Store> Counter<S> {
     /// can be waited on (the endpoints of a bound counter were enabled).
     pub fn notify_waiters(&self) {
         super::sync::store_load_order();
-        let w = self.wake.load(SeqCst) & !FD_ARMED;
+        let w = self.wake.load(SeqCst) & !(FD_ARMED | TRIGGERS);
         if w != 0 {
             self.wake_slow(w);
         }
@@ -312,6 +319,11 @@ impl<S: Store> Counter<S> {
 
     #[cold]
     fn wake_slow(&self, w: u32) {
+        if w & TRIGGERS != 0
+            && let Some(t) = self.triggers.get()
+        {
+            t.observe(self.count());
+        }
         // One eventfd write per arming: later mutations find the bit clear and skip the syscall.
         if w & FD_ARMED != 0
             && self.wake.fetch_and(!FD_ARMED, SeqCst) & FD_ARMED != 0
@@ -382,7 +394,7 @@ impl<S: Store> Counter<S> {
     /// How to sleep for `source`, with a polled store's own bound on every sleep.
     fn wake_for<'a>(&self, source: &'a dyn Source) -> Wake<'a> {
         let wake = source.wake();
-        if self.strategy == WaitStrategy::Yield {
+        if matches!(self.strategy, WaitStrategy::Yield | WaitStrategy::None) {
             // Yielding while a thread of the source's own does the work only competes with
             // that thread for the CPU (100x slower ping-pongs over sockets, measured): sleep
             // in its wait like FI_WAIT_UNSPEC, the latency FI_WAIT_YIELD is chosen for.
@@ -406,9 +418,6 @@ impl<S: Store> Counter<S> {
         source: &dyn Source,
         started: impl FnOnce(),
     ) -> Result<(), WaitError> {
-        if self.strategy == WaitStrategy::None {
-            return Err(WaitError::NotWaitable);
-        }
         let errors_at_start = self.read_err();
         started();
         let compare = || -> Option<Result<(), WaitError>> {
@@ -578,6 +587,29 @@ impl<S: Store> Counter<S> {
     }
 
     /// The eventfd of an FD counter.
+    /// What thresholds of triggered work compare with: the value plus the error count
+    /// (fi_trigger(3): "success plus error counter values").
+    #[inline]
+    pub fn count(&self) -> u64 {
+        self.read().wrapping_add(self.read_err())
+    }
+
+    /// Queues `work` for when [`Counter::count`] reaches `threshold`; `starter` starts it then,
+    /// or at once if the count is there already. See `super::trigger` for why no trigger is
+    /// lost.
+    pub fn trigger(&self, starter: &Arc<Starter>, threshold: u64, tag: Tag, work: Box<dyn Work>) {
+        let t = self.triggers.get_or_init(|| Triggers::new(starter.clone()));
+        t.insert(threshold, tag, work);
+        self.wake.fetch_or(TRIGGERS, SeqCst);
+        super::sync::store_load_order();
+        t.observe(self.count());
+    }
+
+    /// The counter's queue of triggered work, once it had some.
+    pub fn triggers(&self) -> Option<&Arc<Triggers>> {
+        self.triggers.get()
+    }
+
     pub fn fd(&self) -> Option<RawFd> {
         use std::os::fd::AsRawFd;
         self.fd.as_ref().map(|fd| fd.as_raw_fd())
@@ -686,7 +718,7 @@ impl<S: Store> Counter<S> {
 
     /// True if a mutation would currently make a syscall (test and diagnostics aid).
     pub fn has_waiters(&self) -> bool {
-        self.wake.load(SeqCst) != 0
+        self.wake.load(SeqCst) & !TRIGGERS != 0
     }
 }
 

@@ -11,6 +11,7 @@ mod eventfd;
 pub mod source;
 pub mod store;
 mod sync;
+pub mod trigger;
 pub mod watcher;
 
 pub use backoff::Backoff;
@@ -20,6 +21,7 @@ pub use counter::{
 pub use eventfd::{EventFd, sleep_until_readable};
 pub use source::{Blocker, Source, Token, Unsourced, Wake};
 pub use store::{Atomics, Store, StoreError};
+pub use trigger::{Started, Starter, Tag, Triggers, Work};
 
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,11 @@
 //! rscntr's bind for core endpoints and MRs: an rscntr counter is replaced by the core counter
 //! that feeds it (opened with FI_PEER); every other fid goes to the core unchanged.
 
+use super::alias;
 use super::feed;
 use super::home::CoreHome;
 use super::interpose::close_through_core;
+use super::trigger::TriggerEp;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
 use crate::cntr::{self, AnyCntr};
@@ -32,6 +34,9 @@ struct Binder {
     /// struct (`sock_alloc_endpoint`, memcpy) and reads its `tx_attr`/`rx_attr` when a scalable
     /// endpoint opens contexts, so a freed copy made `fi_tx_context` fail (MPICH over sockets).
     core_info: *mut ofi::fi_info,
+    /// Endpoints opened with FI_TRIGGER: their data tables and queued triggered operations
+    /// (`trigger.rs`); NULL otherwise.
+    trigger: *mut TriggerEp,
     /// The counters bound here, and (endpoints) whether the endpoint is enabled yet; one lock
     /// so that a bind and an enable racing each other count the binding exactly once.
     bound: Mutex<Bound>,
@@ -68,6 +73,8 @@ pub unsafe fn patch(fid: *mut ofi::fid, home: &CoreHome, core: &str) {
 /// contexts the same.
 ///
 /// `core_info` (NULL or the info the core opened `ep` with) is freed when the endpoint closes.
+/// A `trigger`-able endpoint (opened with FI_TRIGGER) also gets rscntr's data tables and
+/// fi_cancel (`trigger.rs`) and aliases (`alias.rs`).
 ///
 /// # Safety
 /// `ep` is an open core endpoint of the domain whose counters live in `home`; `core_info` is
@@ -77,6 +84,7 @@ pub unsafe fn patch_ep(
     home: &CoreHome,
     core: &str,
     core_info: *mut ofi::fi_info,
+    trigger: bool,
 ) {
     // SAFETY: a valid endpoint with valid ops tables.
     unsafe {
@@ -85,8 +93,32 @@ pub unsafe fn patch_ep(
         ops.size = ops.size.min(std::mem::size_of::<ofi::fi_ops_ep>());
         ops.tx_ctx = Some(tx_ctx);
         ops.rx_ctx = Some(rx_ctx);
+        if trigger {
+            ops.cancel = Some(cancel);
+        }
         let b = patch_fid(ep.cast(), home, core, Some((ops, orig)), core_info);
         (*ep).ops = &mut **(*b).ep_ops.as_mut().unwrap();
+        if trigger {
+            (*b).trigger = TriggerEp::patch(ep, home);
+        }
+    }
+}
+
+/// fi_cancel on a trigger-able endpoint: a triggered operation not started yet is rscntr's
+/// to cancel; anything else is the core's.
+unsafe extern "C" fn cancel(fid: *mut ofi::fid, context: *mut c_void) -> isize {
+    crate::ffi_boundary! {
+        // SAFETY: only patched trigger-able endpoints reach this op.
+        let b = unsafe { binder(fid) };
+        // SAFETY: set at patch, freed only after the core closed the endpoint.
+        if let Some(ret) = unsafe { (*b.trigger).cancel(context) } {
+            return ret;
+        }
+        // SAFETY: the core's own op.
+        match unsafe { (*b.orig_ep_ops).cancel } {
+            Some(f) => unsafe { f(fid, context) },
+            None => err::ENOSYS as isize,
+        }
     }
 }
 
@@ -115,6 +147,7 @@ unsafe fn patch_fid(
             core: core.into(),
             reenable_after_shared_ctx: is_ep && reenables_after_shared_ctx(core),
             core_info,
+            trigger: std::ptr::null_mut(),
             bound: Mutex::new(Bound {
                 cntrs: Vec::new(),
                 enabled: !is_ep,
@@ -140,7 +173,7 @@ unsafe fn patched_ctx(sep: *mut ofi::fid_ep, ret: c_int, out: *mut *mut ofi::fid
         // SAFETY: the core created a context and stored it through `out`.
         unsafe {
             let b = binder(sep.cast());
-            patch_ep(*out, &*b.home, &b.core, std::ptr::null_mut())
+            patch_ep(*out, &*b.home, &b.core, std::ptr::null_mut(), false)
         };
     }
     ret
@@ -309,6 +342,15 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: only patched fids reach this op.
         let b = unsafe { binder(fid) } as *const Binder as *mut Binder;
+        // SAFETY: the Binder is live until the core closed the object; its trigger record too.
+        if let Some(t) = unsafe { (*b).trigger.as_ref() } {
+            let (queued, aliases) = (t.queued(), t.aliases.load(std::sync::atomic::Ordering::Acquire));
+            if queued != 0 || aliases != 0 {
+                fi_warn!(EpCtrl, "endpoint still has {queued} triggered operation(s) not started (fi_cancel \
+                    them first) and {aliases} open alias(es)");
+                return err::EBUSY;
+            }
+        }
         // SAFETY: the Binder of `fid`; nothing reaches it once the core closed the object.
         let b = match unsafe { close_through_core(fid, b, (*b).orig_fi_ops) } {
             Ok(b) => b,
@@ -323,6 +365,10 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
             // SAFETY: rscntr's own copy (see patch_ep); the core no longer uses it.
             unsafe { ofi::fi_freeinfo(b.core_info) };
         }
+        if !b.trigger.is_null() {
+            // SAFETY: nothing is queued on it and the core endpoint is gone.
+            unsafe { TriggerEp::free(b.trigger) };
+        }
         0
     }
 }
@@ -335,6 +381,13 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
     crate::ffi_boundary! {
         // SAFETY: only patched endpoints reach this op.
         let b = unsafe { binder(fid) };
+        if command as u32 == ofi::FI_ALIAS
+            // SAFETY: set at patch, freed only after the core closed the endpoint.
+            && let Some(t) = unsafe { b.trigger.as_ref() }
+        {
+            // SAFETY: the application's struct fi_alias (or NULL).
+            return unsafe { alias::open(t, arg) };
+        }
         // An enable holds the lock across the core's call, so that a bind racing it (see
         // bind_core_fid) sees whether the core has enabled the endpoint.
         let mut enabling = (command as u32 == ofi::FI_ENABLE).then(|| b.bound.lock());

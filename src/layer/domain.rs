@@ -5,6 +5,7 @@ use super::bind;
 use super::home::CoreHome;
 use super::interpose::{CoreInfo, close_through_core, open_through_core};
 use super::wait::{self, CoreFabric};
+use super::work::{self, WorkQueue};
 use crate::boundary::ffi::{self, Children, err};
 use crate::boundary::provider;
 use crate::boundary::testhook::{self, Op};
@@ -38,6 +39,8 @@ pub struct LayeredDomain {
     orig_mr: *const ofi::fi_ops_mr,
     fabric: *const FabricShare,
     pub home: CoreHome,
+    /// Deferred work queued on the domain (`work.rs`).
+    work: WorkQueue,
 }
 
 impl LayeredDomain {
@@ -138,9 +141,11 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
             },
+            work: WorkQueue::default(),
         });
         l.fi_ops.close = Some(domain_close);
         l.fi_ops.ops_open = Some(domain_ops_open);
+        l.fi_ops.control = Some(domain_control);
         l.ops.base.size = std::mem::size_of::<DomainOps>();
         l.ops.base.cntr_open = Some(cntr_open);
         l.ops.base.cq_open = Some(cq_open);
@@ -169,6 +174,12 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
             fi_warn!(Domain, "domain still has {open} open rscntr counter(s)");
             return err::EBUSY;
         }
+        // SAFETY: as above.
+        let queued = unsafe { (*layered).work.len() };
+        if queued != 0 {
+            fi_warn!(Domain, "domain still has {queued} deferred work request(s) queued (FI_FLUSH_WORK first)");
+            return err::EBUSY;
+        }
         // The CQ whose fd waits slept on goes first: the core refuses to close a domain
         // with CQs open.
         // SAFETY: live until we free it below.
@@ -181,6 +192,23 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
                 0
             }
             Err(e) => e,
+        }
+    }
+}
+
+/// The deferred work queue's commands are rscntr's (`work.rs`); the rest are the core's.
+unsafe extern "C" fn domain_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_void) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core domains reach this op; fi_ops is the first field.
+        let layered = unsafe { &*((*fid).ops as *const LayeredDomain) };
+        // SAFETY: the application's argument for the command.
+        if let Some(ret) = unsafe { work::control(&layered.work, &layered.home, command, arg) } {
+            return ret;
+        }
+        // SAFETY: the core's own op.
+        match unsafe { (*layered.orig_fi_ops).control } {
+            Some(control) => unsafe { control(fid, command, arg) },
+            None => err::ENOSYS,
         }
     }
 }
@@ -267,12 +295,23 @@ unsafe fn open_ep(
     let open = |core_info, out| {
         testhook::fail(Op::Endpoint).unwrap_or_else(|| open(layered.orig(), core_info, out))
     };
+    // SAFETY: NULL or the application's valid info.
+    let trigger = unsafe { info.as_ref() }.is_some_and(|i| i.caps & ofi::FI_TRIGGER as u64 != 0);
+    if trigger && !layered.home.watcher_may_progress {
+        // rscntr's trigger thread posts to the core beside the application's own calls.
+        fi_warn!(
+            Domain,
+            "an FI_TRIGGER endpoint needs an FI_THREAD_SAFE domain: open the domain \
+            from an info with FI_TRIGGER (rscntr then makes it so) or FI_THREAD_SAFE"
+        );
+        return err::EINVAL;
+    }
     // The endpoint keeps the core's info (cores may keep pointers into it) and frees it on
     // close.
     let patch = |out, core_info: CoreInfo| {
         let core = layered.core_name().to_string_lossy();
         // SAFETY: a just-opened core endpoint of this domain; the info is ours.
-        unsafe { bind::patch_ep(out, &layered.home, &core, core_info.keep()) }
+        unsafe { bind::patch_ep(out, &layered.home, &core, core_info.keep(), trigger) }
     };
     let refuse = || fi_warn!(Domain, "NULL info or endpoint out pointer");
     // SAFETY: the caller's contract.

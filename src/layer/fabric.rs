@@ -186,7 +186,13 @@ unsafe extern "C" fn domain_open2(
             // CoreHome::watcher_may_progress).
             // SAFETY: a fresh dup with a domain attr.
             let threading = unsafe { &mut (*(*core_info).domain_attr).threading };
-            if *threading == ofi::fi_threading_FI_THREAD_COMPLETION
+            // A domain for triggered operations: rscntr's trigger thread posts to the core
+            // beside the application (to_core has taken FI_TRIGGER out of the caps: the info
+            // the application passed says whether it asked).
+            // SAFETY: NULL or the application's valid info.
+            let trigger = unsafe { info.as_ref() }.is_some_and(|i| i.caps & ofi::FI_TRIGGER as u64 != 0);
+            if trigger
+                || *threading == ofi::fi_threading_FI_THREAD_COMPLETION
                 || *threading == ofi::fi_threading_FI_THREAD_ENDPOINT
             {
                 *threading = ofi::fi_threading_FI_THREAD_SAFE;

@@ -17,9 +17,11 @@ pub const OFI_GETINFO_HIDDEN: u64 = 1 << 60;
 /// libfabric's internal flag for utility providers probing for a core (include/ofi.h).
 pub const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
 
-/// Capabilities rscntr masks out of core infos: triggered operations take core counters as
-/// thresholds, and a core cannot read an rscntr counter.
-const MASKED_CAPS: u64 = ofi::FI_TRIGGER as u64;
+/// Capabilities rscntr serves itself over every core, never the core's: triggered operations
+/// wait on rscntr counters, which a core cannot read (`trigger.rs`). Taken out of what the
+/// core is asked and of its infos, and put in rscntr's infos where the application asked for
+/// it (or asked for no capabilities in particular).
+const OWN_CAPS: u64 = ofi::FI_TRIGGER as u64;
 
 /// Cores tried, in order, when FI_RSCNTR_CORE is unset or "auto".
 const AUTO_CORES: &[&str] = &[
@@ -157,6 +159,15 @@ pub unsafe fn to_core(info: *const ofi::fi_info, core: &CStr) -> Option<*mut ofi
         set_str(&mut (*i.fabric_attr).prov_name, Some(core));
         (*i.domain_attr).cntr_cnt = 0;
         set_max_cntr_values(i.domain_attr, 0);
+        i.caps &= !OWN_CAPS;
+        if let Some(tx) = i.tx_attr.as_mut() {
+            tx.caps &= !OWN_CAPS;
+            tx.op_flags &= !OWN_CAPS;
+        }
+        if let Some(rx) = i.rx_attr.as_mut() {
+            rx.caps &= !OWN_CAPS;
+            rx.op_flags &= !OWN_CAPS;
+        }
     }
     Some(dup)
 }
@@ -192,17 +203,18 @@ unsafe fn keep_only(list: *mut ofi::fi_info, core: &str) -> *mut ofi::fi_info {
     head
 }
 
-/// Turns a list of core infos into rscntr infos in place.
+/// Turns a list of core infos into rscntr infos in place; `own` are the capabilities of
+/// rscntr's own to add (see [`OWN_CAPS`]).
 ///
 /// # Safety
 /// `list` is a list returned by fi_getinfo.
-unsafe fn mirror(mut cur: *mut ofi::fi_info, core: &str) {
+unsafe fn mirror(mut cur: *mut ofi::fi_info, core: &str, own: u64) {
     // SAFETY: walking a valid fi_getinfo list; all attr pointers are set.
     while let Some(i) = unsafe { cur.as_mut() } {
-        i.caps &= !MASKED_CAPS;
+        i.caps = (i.caps & !OWN_CAPS) | own;
         unsafe {
-            (*i.tx_attr).caps &= !MASKED_CAPS;
-            (*i.rx_attr).caps &= !MASKED_CAPS;
+            (*i.tx_attr).caps = ((*i.tx_attr).caps & !OWN_CAPS) | own;
+            (*i.rx_attr).caps &= !OWN_CAPS;
             let fab = &mut *i.fabric_attr;
             if let Some(name) = c_str(fab.name) {
                 remember_fabric(name, core);
@@ -229,12 +241,13 @@ pub unsafe fn getinfo_over(
     hints: *const ofi::fi_info,
 ) -> Result<*mut ofi::fi_info, c_int> {
     let core_c = CString::new(core).map_err(|_| err::EINVAL)?;
+    // Primary capabilities come only when asked for, or when no capabilities are named.
     // SAFETY: hints NULL or valid (caller's contract).
-    if let Some(h) = unsafe { hints.as_ref() }
-        && h.caps & MASKED_CAPS != 0
-    {
-        return Err(err::ENODATA);
-    }
+    let own = match unsafe { hints.as_ref() } {
+        None => OWN_CAPS,
+        Some(h) if h.caps == 0 => OWN_CAPS,
+        Some(h) => h.caps & OWN_CAPS,
+    };
     // SAFETY: caller's contract.
     let Some(core_hints) = (unsafe { to_core(hints, &core_c) }) else {
         return Err(err::ENOMEM);
@@ -269,7 +282,7 @@ pub unsafe fn getinfo_over(
         return Err(if ret != 0 { ret } else { err::ENODATA });
     }
     // SAFETY: a list fi_getinfo just returned.
-    unsafe { mirror(list, core) };
+    unsafe { mirror(list, core, own) };
     fi_info!(Core, "serving over core {core}");
     Ok(list)
 }

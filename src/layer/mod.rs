@@ -17,6 +17,7 @@
 //!   new object, freeing rscntr's record only once the core closed the object);
 //! - `domain.rs`, `fabric.rs`: the interposed domain and fabric ops.
 
+mod alias;
 mod bind;
 mod cq;
 mod domain;
@@ -25,7 +26,9 @@ mod feed;
 mod getinfo;
 mod home;
 mod interpose;
+mod trigger;
 mod wait;
+mod work;
 
 pub use domain::is_layered as is_layered_domain;
 pub use fabric::fabric_open;

@@ -1,0 +1,648 @@
+//! Triggered operations (FI_TRIGGER) on core endpoints: rscntr owns the counters, so it holds
+//! a triggered operation until its counter's count reaches the threshold, then posts it to the
+//! core as an ordinary operation (from rscntr's trigger thread, see `engine::trigger`).
+//!
+//! Only endpoints opened with FI_TRIGGER get any of this: their msg, tagged, rma and atomic
+//! tables are copies of the core's in which the `*msg` entries test FI_TRIGGER and otherwise
+//! call the core's own (one flag test); every other entry is the core's own function. Other
+//! endpoints keep the core's tables untouched.
+//!
+//! - [`TriggerEp`]: a trigger-able endpoint's tables and queued work;
+//! - [`Op`]: one operation, copied out of the application's structures (which it may reuse
+//!   once the call returns; only buffers and the context must stay);
+//! - [`post`]: the core call for an [`Op`];
+//! - aliases (`fi_ep_alias`): in `alias.rs`.
+
+use super::home::CoreHome;
+use crate::boundary::ffi::err;
+use crate::cntr::{self, AnyCntr};
+use crate::engine::{Started, Tag, Work};
+use crate::{fi_warn, ofi};
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::AtomicUsize;
+
+const FI_TRIGGER: u64 = ofi::FI_TRIGGER as u64;
+
+/// The core's tables of a trigger-able endpoint.
+#[derive(Clone, Copy)]
+pub struct CoreOps {
+    pub msg: *const ofi::fi_ops_msg,
+    pub tagged: *const ofi::fi_ops_tagged,
+    pub rma: *const ofi::fi_ops_rma,
+    pub atomic: *const ofi::fi_ops_atomic,
+}
+
+/// A trigger-able endpoint: rscntr's copies of the core's data tables (the endpoint's table
+/// pointers point into this record, so an op finds it from its `ep` argument), the core's,
+/// and the work it has queued.
+#[repr(C)]
+pub struct TriggerEp {
+    msg: ofi::fi_ops_msg,
+    tagged: ofi::fi_ops_tagged,
+    rma: ofi::fi_ops_rma,
+    atomic: ofi::fi_ops_atomic,
+    pub core: CoreOps,
+    /// The core endpoint.
+    pub ep: *mut ofi::fid_ep,
+    home: *const CoreHome,
+    /// Contexts of the triggered operations queued here and not started, with the counter
+    /// each waits on (for fi_cancel, and so that the endpoint cannot close under them).
+    queued: Mutex<Vec<(usize, *const dyn AnyCntr)>>,
+    /// Open aliases of the endpoint (`alias.rs`): it cannot close under them.
+    pub aliases: AtomicUsize,
+}
+
+// SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (which
+// outlives its endpoints) and counters held by the work that names them; all set once.
+unsafe impl Send for TriggerEp {}
+// SAFETY: as above; `queued` is behind its lock.
+unsafe impl Sync for TriggerEp {}
+
+/// Copies `orig` (NULL: an all-None table) into a table of rscntr's.
+///
+/// # Safety
+/// `orig` is NULL or a valid table.
+unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
+    // SAFETY: caller's contract.
+    unsafe { orig.as_ref() }.copied().unwrap_or_default()
+}
+
+impl TriggerEp {
+    /// Gives a core endpoint opened with FI_TRIGGER rscntr's data tables. The record lives
+    /// until [`TriggerEp::free`], after the core closed the endpoint.
+    ///
+    /// # Safety
+    /// `ep` is an open core endpoint of the domain whose home is `home`.
+    pub unsafe fn patch(ep: *mut ofi::fid_ep, home: &CoreHome) -> *mut TriggerEp {
+        // SAFETY: a valid endpoint whose table pointers are NULL or valid.
+        unsafe {
+            let e = &mut *ep;
+            let core = CoreOps {
+                msg: e.msg,
+                tagged: e.tagged,
+                rma: e.rma,
+                atomic: e.atomic,
+            };
+            let mut t = Box::new(TriggerEp {
+                msg: copy_table(core.msg),
+                tagged: copy_table(core.tagged),
+                rma: copy_table(core.rma),
+                atomic: copy_table(core.atomic),
+                core,
+                ep,
+                home,
+                queued: Mutex::new(Vec::new()),
+                aliases: AtomicUsize::new(0),
+            });
+            // Only where the core has the op: a missing one stays missing.
+            if t.msg.sendmsg.is_some() {
+                t.msg.sendmsg = Some(sendmsg);
+            }
+            if t.msg.recvmsg.is_some() {
+                t.msg.recvmsg = Some(recvmsg);
+            }
+            if t.tagged.sendmsg.is_some() {
+                t.tagged.sendmsg = Some(tsendmsg);
+            }
+            if t.tagged.recvmsg.is_some() {
+                t.tagged.recvmsg = Some(trecvmsg);
+            }
+            if t.rma.readmsg.is_some() {
+                t.rma.readmsg = Some(readmsg);
+            }
+            if t.rma.writemsg.is_some() {
+                t.rma.writemsg = Some(writemsg);
+            }
+            if t.atomic.writemsg.is_some() {
+                t.atomic.writemsg = Some(atomicmsg);
+            }
+            if t.atomic.readwritemsg.is_some() {
+                t.atomic.readwritemsg = Some(fetch_atomicmsg);
+            }
+            if t.atomic.compwritemsg.is_some() {
+                t.atomic.compwritemsg = Some(compare_atomicmsg);
+            }
+            let t = Box::into_raw(t);
+            if !core.msg.is_null() {
+                e.msg = &mut (*t).msg;
+            }
+            if !core.tagged.is_null() {
+                e.tagged = &mut (*t).tagged;
+            }
+            if !core.rma.is_null() {
+                e.rma = &mut (*t).rma;
+            }
+            if !core.atomic.is_null() {
+                e.atomic = &mut (*t).atomic;
+            }
+            t
+        }
+    }
+
+    /// Frees the record once the core closed its endpoint.
+    ///
+    /// # Safety
+    /// `t` came from [`TriggerEp::patch`]; nothing uses it any more.
+    pub unsafe fn free(t: *mut TriggerEp) {
+        // SAFETY: caller's contract.
+        drop(unsafe { Box::from_raw(t) });
+    }
+
+    /// Triggered operations queued here and not started yet.
+    pub fn queued(&self) -> usize {
+        self.queued.lock().len()
+    }
+
+    fn home(&self) -> &CoreHome {
+        // SAFETY: the domain outlives its endpoints (the core refuses to close it before).
+        unsafe { &*self.home }
+    }
+
+    fn tag(&self, context: *mut c_void) -> Tag {
+        Tag {
+            owner: self as *const Self as usize,
+            key: context as usize,
+        }
+    }
+
+    /// fi_cancel of a triggered operation not started yet: it is taken out (no completion is
+    /// written: the core's CQ is the core's). `None` if `context` is not queued here.
+    pub fn cancel(&self, context: *mut c_void) -> Option<isize> {
+        let cntr = {
+            let queued = self.queued.lock();
+            queued.iter().find(|(k, _)| *k == context as usize)?.1
+        };
+        let tag = self.tag(context);
+        // SAFETY: held by the queued work (see Triggered), which only cancel or start drops.
+        let n = unsafe { &*cntr }.cancel_work(&mut |t| t == tag);
+        // 0: it started meanwhile; the core has it now.
+        Some(if n > 0 { 0 } else { err::ENOENT as isize })
+    }
+
+    /// Submits an operation flagged FI_TRIGGER: checks its triggered context and queues a
+    /// copy of it on the threshold's counter.
+    ///
+    /// # Safety
+    /// `op` was copied from a valid call on this endpoint; its context is the application's
+    /// (NULL or a triggered context).
+    unsafe fn submit(&self, op: Op, flags: u64) -> isize {
+        if flags & ofi::FI_INJECT as u64 != 0 {
+            fi_warn!(EpData, "FI_INJECT cannot be combined with FI_TRIGGER");
+            return err::EINVAL as isize;
+        }
+        let context = op.context();
+        // SAFETY: caller's contract.
+        let (cntr, threshold) = match unsafe { threshold_of(context, self.home()) } {
+            Ok(t) => t,
+            Err(e) => return e as isize,
+        };
+        cntr.hold();
+        self.queued
+            .lock()
+            .push((context as usize, cntr as *const dyn AnyCntr));
+        let work = Triggered {
+            op,
+            flags: flags & !FI_TRIGGER,
+            ep: self,
+            cntr,
+        };
+        cntr.queue_work(threshold, self.tag(context), Box::new(work));
+        0
+    }
+}
+
+/// The counter and threshold of a triggered context, checked: FI_TRIGGER_THRESHOLD on an
+/// rscntr counter of this domain.
+///
+/// # Safety
+/// `context` is NULL or points to a `fi_triggered_context` (or `…2`, which begins alike).
+unsafe fn threshold_of(
+    context: *mut c_void,
+    home: &CoreHome,
+) -> Result<(&'static dyn AnyCntr, u64), i32> {
+    // SAFETY: caller's contract.
+    let Some(tc) = (unsafe { context.cast::<ofi::fi_triggered_context>().as_ref() }) else {
+        fi_warn!(
+            EpData,
+            "an FI_TRIGGER operation needs a struct fi_triggered_context as its context"
+        );
+        return Err(err::EINVAL);
+    };
+    match tc.event_type {
+        ofi::fi_trigger_event_FI_TRIGGER_THRESHOLD => {}
+        ofi::fi_trigger_event_FI_TRIGGER_XPU => {
+            fi_warn!(EpData, "FI_TRIGGER_XPU triggers are not supported");
+            return Err(err::ENOSYS);
+        }
+        other => {
+            fi_warn!(EpData, "unknown trigger event_type {other}");
+            return Err(err::EINVAL);
+        }
+    }
+    // SAFETY: the threshold arm, for FI_TRIGGER_THRESHOLD.
+    let th = unsafe { tc.trigger.threshold };
+    // SAFETY: NULL or a readable fid (the application's counter).
+    let cntr = unsafe { cntr_of(th.cntr, home) }?;
+    Ok((cntr, th.threshold as u64))
+}
+
+/// An rscntr counter of this domain, for triggered and deferred work.
+///
+/// # Safety
+/// `fid` is NULL or a readable counter fid.
+pub unsafe fn cntr_of(
+    fid: *mut ofi::fid_cntr,
+    home: &CoreHome,
+) -> Result<&'static dyn AnyCntr, i32> {
+    // SAFETY: caller's contract.
+    let Some(c) = (unsafe { cntr::as_cntr::<'static>(fid.cast()) }) else {
+        fi_warn!(
+            EpData,
+            "the triggering counter is NULL or not an rscntr counter"
+        );
+        return Err(err::EINVAL);
+    };
+    if !std::ptr::eq(c.home_ptr(), (home as *const CoreHome).cast()) {
+        fi_warn!(EpData, "the triggering counter belongs to another domain");
+        return Err(err::EINVAL);
+    }
+    Ok(c)
+}
+
+/// A triggered operation waiting for its threshold. It holds its counter (which cannot close
+/// meanwhile) and is listed in its endpoint's queue (which cannot close either); both are let
+/// go when it is dropped, started or cancelled.
+struct Triggered {
+    op: Op,
+    flags: u64,
+    ep: *const TriggerEp,
+    cntr: *const dyn AnyCntr,
+}
+
+// SAFETY: the pointers are held as described above; Op's are the application's buffers.
+unsafe impl Send for Triggered {}
+
+impl Work for Triggered {
+    fn start(&mut self) -> Started {
+        // SAFETY: the endpoint cannot close while this is listed in it.
+        let ep = unsafe { &*self.ep };
+        // SAFETY: the core endpoint is open; the op's copies are live.
+        let ret = unsafe { post(&self.op, ep.ep, &ep.core, self.flags) };
+        if ret == err::EAGAIN as isize {
+            return Started::Again;
+        }
+        if ret != 0 {
+            // The core refused it outright: no completion will come. Said, since nothing
+            // else can say it (the application's CQ is the core's).
+            fi_warn!(
+                EpData,
+                "the core refused a triggered operation whose threshold was met: {ret}"
+            );
+        }
+        Started::Done
+    }
+}
+
+impl Drop for Triggered {
+    fn drop(&mut self) {
+        // SAFETY: as in start.
+        let ep = unsafe { &*self.ep };
+        let key = self.op.context() as usize;
+        let mut queued = ep.queued.lock();
+        if let Some(i) = queued.iter().position(|(k, _)| *k == key) {
+            queued.swap_remove(i);
+        }
+        drop(queued);
+        // SAFETY: held since submit.
+        unsafe { &*self.cntr }.release();
+    }
+}
+
+/// Copies `n` elements from `p` (NULL or `n` valid elements).
+///
+/// # Safety
+/// As stated.
+unsafe fn copied<T: Copy>(p: *const T, n: usize) -> Vec<T> {
+    if p.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: caller's contract.
+    unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
+}
+
+fn ptr_of<T>(v: &[T]) -> *mut T {
+    if v.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        v.as_ptr() as *mut T
+    }
+}
+
+/// Descriptor arrays: NULL stays NULL.
+type Descs = Vec<*mut c_void>;
+
+/// One data operation with every array it points to copied; the message structs point into
+/// the copies (a Vec's buffer stays put when the Vec moves), which are read only through them.
+#[allow(dead_code)]
+pub enum Op {
+    Send(ofi::fi_msg, Vec<libc::iovec>, Descs),
+    Recv(ofi::fi_msg, Vec<libc::iovec>, Descs),
+    TSend(ofi::fi_msg_tagged, Vec<libc::iovec>, Descs),
+    TRecv(ofi::fi_msg_tagged, Vec<libc::iovec>, Descs),
+    Read(
+        ofi::fi_msg_rma,
+        Vec<libc::iovec>,
+        Descs,
+        Vec<ofi::fi_rma_iov>,
+    ),
+    Write(
+        ofi::fi_msg_rma,
+        Vec<libc::iovec>,
+        Descs,
+        Vec<ofi::fi_rma_iov>,
+    ),
+    Atomic(Atomic),
+    Fetch(Atomic, Fetch),
+    Compare(Atomic, Fetch, Fetch),
+}
+
+#[allow(dead_code)]
+pub struct Atomic(
+    ofi::fi_msg_atomic,
+    Vec<ofi::fi_ioc>,
+    Descs,
+    Vec<ofi::fi_rma_ioc>,
+);
+/// A result or compare buffer list of a fetch or compare atomic.
+pub struct Fetch(Vec<ofi::fi_ioc>, Descs);
+
+impl Fetch {
+    /// # Safety
+    /// `iov`/`desc` NULL or `count` valid elements.
+    pub unsafe fn copy(iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize) -> Fetch {
+        // SAFETY: caller's contract.
+        unsafe { Fetch(copied(iov, count), copied(desc, count)) }
+    }
+}
+
+macro_rules! copy_iov_msg {
+    ($msg:expr, $iov:ty) => {{
+        let mut m = *$msg;
+        let iov: Vec<$iov> = copied(m.msg_iov, m.iov_count);
+        let desc: Descs = copied(m.desc, m.iov_count);
+        m.msg_iov = ptr_of(&iov);
+        m.desc = ptr_of(&desc);
+        (m, iov, desc)
+    }};
+}
+
+impl Op {
+    /// # Safety
+    /// `msg` is a valid message (its arrays hold `iov_count` elements, `desc` NULL or as many).
+    pub unsafe fn msg(msg: &ofi::fi_msg, send: bool) -> Op {
+        // SAFETY: caller's contract.
+        let (m, iov, desc) = unsafe { copy_iov_msg!(msg, libc::iovec) };
+        if send {
+            Op::Send(m, iov, desc)
+        } else {
+            Op::Recv(m, iov, desc)
+        }
+    }
+
+    /// # Safety
+    /// As [`Op::msg`].
+    pub unsafe fn tagged(msg: &ofi::fi_msg_tagged, send: bool) -> Op {
+        // SAFETY: caller's contract.
+        let (m, iov, desc) = unsafe { copy_iov_msg!(msg, libc::iovec) };
+        if send {
+            Op::TSend(m, iov, desc)
+        } else {
+            Op::TRecv(m, iov, desc)
+        }
+    }
+
+    /// # Safety
+    /// As [`Op::msg`], and `rma_iov` holds `rma_iov_count` elements.
+    pub unsafe fn rma(msg: &ofi::fi_msg_rma, write: bool) -> Op {
+        // SAFETY: caller's contract.
+        let (mut m, iov, desc) = unsafe { copy_iov_msg!(msg, libc::iovec) };
+        // SAFETY: caller's contract.
+        let rma: Vec<ofi::fi_rma_iov> = unsafe { copied(m.rma_iov, m.rma_iov_count) };
+        m.rma_iov = ptr_of(&rma);
+        if write {
+            Op::Write(m, iov, desc, rma)
+        } else {
+            Op::Read(m, iov, desc, rma)
+        }
+    }
+
+    /// # Safety
+    /// As [`Op::rma`].
+    pub unsafe fn atomic(msg: &ofi::fi_msg_atomic) -> Atomic {
+        // SAFETY: caller's contract.
+        let (mut m, iov, desc) = unsafe { copy_iov_msg!(msg, ofi::fi_ioc) };
+        // SAFETY: caller's contract.
+        let rma: Vec<ofi::fi_rma_ioc> = unsafe { copied(m.rma_iov, m.rma_iov_count) };
+        m.rma_iov = ptr_of(&rma);
+        Atomic(m, iov, desc, rma)
+    }
+
+    /// The application's context of the operation.
+    pub fn context(&self) -> *mut c_void {
+        match self {
+            Op::Send(m, ..) | Op::Recv(m, ..) => m.context,
+            Op::TSend(m, ..) | Op::TRecv(m, ..) => m.context,
+            Op::Read(m, ..) | Op::Write(m, ..) => m.context,
+            Op::Atomic(a) | Op::Fetch(a, _) | Op::Compare(a, ..) => a.0.context,
+        }
+    }
+}
+
+/// Posts `op` to the core's `ep` with the core's tables: the core's return value (a missing
+/// op is -FI_ENOSYS).
+///
+/// # Safety
+/// `ep` is an open core endpoint and `core` its tables; `op`'s buffers are live.
+pub unsafe fn post(op: &Op, ep: *mut ofi::fid_ep, core: &CoreOps, flags: u64) -> isize {
+    const ENOSYS: isize = err::ENOSYS as isize;
+    // SAFETY: caller's contract; each table is NULL or the core's.
+    unsafe {
+        let (msg, tagged, rma, atomic) = (
+            core.msg.as_ref(),
+            core.tagged.as_ref(),
+            core.rma.as_ref(),
+            core.atomic.as_ref(),
+        );
+        match op {
+            Op::Send(m, ..) => msg
+                .and_then(|t| t.sendmsg)
+                .map_or(ENOSYS, |f| f(ep, m, flags)),
+            Op::Recv(m, ..) => msg
+                .and_then(|t| t.recvmsg)
+                .map_or(ENOSYS, |f| f(ep, m, flags)),
+            Op::TSend(m, ..) => tagged
+                .and_then(|t| t.sendmsg)
+                .map_or(ENOSYS, |f| f(ep, m, flags)),
+            Op::TRecv(m, ..) => tagged
+                .and_then(|t| t.recvmsg)
+                .map_or(ENOSYS, |f| f(ep, m, flags)),
+            Op::Read(m, ..) => rma
+                .and_then(|t| t.readmsg)
+                .map_or(ENOSYS, |f| f(ep, m, flags)),
+            Op::Write(m, ..) => rma
+                .and_then(|t| t.writemsg)
+                .map_or(ENOSYS, |f| f(ep, m, flags)),
+            Op::Atomic(a) => atomic
+                .and_then(|t| t.writemsg)
+                .map_or(ENOSYS, |f| f(ep, &a.0, flags)),
+            Op::Fetch(a, r) => atomic.and_then(|t| t.readwritemsg).map_or(ENOSYS, |f| {
+                f(ep, &a.0, ptr_of(&r.0), ptr_of(&r.1), r.0.len(), flags)
+            }),
+            Op::Compare(a, c, r) => atomic.and_then(|t| t.compwritemsg).map_or(ENOSYS, |f| {
+                f(
+                    ep,
+                    &a.0,
+                    ptr_of(&c.0),
+                    ptr_of(&c.1),
+                    c.0.len(),
+                    ptr_of(&r.0),
+                    ptr_of(&r.1),
+                    r.0.len(),
+                    flags,
+                )
+            }),
+        }
+    }
+}
+
+/// The record of a trigger-able endpoint from one of its table pointers.
+macro_rules! record_of {
+    ($ep:expr, $field:ident) => {
+        // SAFETY: only endpoints patched by TriggerEp::patch reach these ops, and their
+        // `$field` pointer points at the record's field of that name.
+        unsafe {
+            &*((*$ep).$field as *const u8)
+                .sub(std::mem::offset_of!(TriggerEp, $field))
+                .cast::<TriggerEp>()
+        }
+    };
+}
+
+/// The endpoint's own op when FI_TRIGGER is clear; else a copy of the operation, queued.
+macro_rules! triggerable {
+    ($name:ident, $table:ident, $slot:ident, $msg:ty, $capture:expr) => {
+        unsafe extern "C" fn $name(ep: *mut ofi::fid_ep, msg: *const $msg, flags: u64) -> isize {
+            let t = record_of!(ep, $table);
+            if flags & FI_TRIGGER == 0 {
+                // SAFETY: the core's own op (present: only then is this installed).
+                return unsafe { (*t.core.$table).$slot.unwrap()(ep, msg, flags) };
+            }
+            crate::ffi_boundary! {
+                // SAFETY: the application's message.
+                match unsafe { msg.as_ref() } {
+                    Some(m) => unsafe { t.submit($capture(m), flags) },
+                    None => err::EINVAL as isize,
+                }
+            }
+        }
+    };
+}
+
+triggerable!(sendmsg, msg, sendmsg, ofi::fi_msg, |m| Op::msg(m, true));
+triggerable!(recvmsg, msg, recvmsg, ofi::fi_msg, |m| Op::msg(m, false));
+triggerable!(tsendmsg, tagged, sendmsg, ofi::fi_msg_tagged, |m| {
+    Op::tagged(m, true)
+});
+triggerable!(trecvmsg, tagged, recvmsg, ofi::fi_msg_tagged, |m| {
+    Op::tagged(m, false)
+});
+triggerable!(readmsg, rma, readmsg, ofi::fi_msg_rma, |m| Op::rma(
+    m, false
+));
+triggerable!(writemsg, rma, writemsg, ofi::fi_msg_rma, |m| Op::rma(
+    m, true
+));
+triggerable!(atomicmsg, atomic, writemsg, ofi::fi_msg_atomic, |m| {
+    Op::Atomic(Op::atomic(m))
+});
+
+unsafe extern "C" fn fetch_atomicmsg(
+    ep: *mut ofi::fid_ep,
+    msg: *const ofi::fi_msg_atomic,
+    resultv: *mut ofi::fi_ioc,
+    result_desc: *mut *mut c_void,
+    result_count: usize,
+    flags: u64,
+) -> isize {
+    let t = record_of!(ep, atomic);
+    if flags & FI_TRIGGER == 0 {
+        // SAFETY: the core's own op (present: only then is this installed).
+        return unsafe {
+            (*t.core.atomic).readwritemsg.unwrap()(
+                ep,
+                msg,
+                resultv,
+                result_desc,
+                result_count,
+                flags,
+            )
+        };
+    }
+    crate::ffi_boundary! {
+        // SAFETY: the application's message and result arrays.
+        unsafe {
+            match msg.as_ref() {
+                Some(m) => t.submit(Op::Fetch(Op::atomic(m), Fetch::copy(resultv, result_desc, result_count)), flags),
+                None => err::EINVAL as isize,
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn compare_atomicmsg(
+    ep: *mut ofi::fid_ep,
+    msg: *const ofi::fi_msg_atomic,
+    comparev: *const ofi::fi_ioc,
+    compare_desc: *mut *mut c_void,
+    compare_count: usize,
+    resultv: *mut ofi::fi_ioc,
+    result_desc: *mut *mut c_void,
+    result_count: usize,
+    flags: u64,
+) -> isize {
+    let t = record_of!(ep, atomic);
+    if flags & FI_TRIGGER == 0 {
+        // SAFETY: the core's own op (present: only then is this installed).
+        return unsafe {
+            (*t.core.atomic).compwritemsg.unwrap()(
+                ep,
+                msg,
+                comparev,
+                compare_desc,
+                compare_count,
+                resultv,
+                result_desc,
+                result_count,
+                flags,
+            )
+        };
+    }
+    crate::ffi_boundary! {
+        // SAFETY: the application's message, compare and result arrays.
+        unsafe {
+            match msg.as_ref() {
+                Some(m) => t.submit(
+                    Op::Compare(
+                        Op::atomic(m),
+                        Fetch::copy(comparev, compare_desc, compare_count),
+                        Fetch::copy(resultv, result_desc, result_count),
+                    ),
+                    flags,
+                ),
+                None => err::EINVAL as isize,
+            }
+        }
+    }
+}
