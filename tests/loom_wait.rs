@@ -411,3 +411,93 @@ fn a_follower_takes_over_when_the_leader_leaves() {
         assert!(!c.has_waiters());
     });
 }
+
+// ---- triggered work (src/engine/trigger.rs) ------------------------------------------------------
+
+use rscntr::engine::{Started, Starter, Tag, Work};
+
+/// Work that records its start in `log` (its id), for the models below.
+struct Record(Arc<Mutex<Vec<u32>>>, u32);
+impl Work for Record {
+    fn start(&mut self) -> Started {
+        self.0.lock().unwrap().push(self.1);
+        Started::Done
+    }
+}
+
+fn record(log: &Arc<Mutex<Vec<u32>>>, id: u32) -> Box<dyn Work> {
+    Box::new(Record(log.clone(), id))
+}
+
+const TAG: Tag = Tag { owner: 1, key: 0 };
+
+/// Runs the starter until the counter's queue is empty (the models' stand-in for its thread).
+fn drain(starter: &Starter, c: &Counter) {
+    while c.triggers().is_some_and(|t| !t.is_empty()) {
+        starter.run();
+        thread::yield_now();
+    }
+}
+
+/// No trigger lost: work queued while another thread adds the count that meets it starts,
+/// whichever comes first (the push's own check, or the add's observation).
+#[test]
+fn an_add_racing_a_push_starts_the_work() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::None);
+        let starter = Starter::new();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let c2 = c.clone();
+        let adder = thread::spawn(move || c2.add(1).unwrap());
+        c.trigger(&starter, 1, TAG, record(&log, 1));
+        adder.join().unwrap();
+        drain(&starter, &c);
+        assert_eq!(*log.lock().unwrap(), vec![1]);
+    });
+}
+
+/// Thresholds start in order even when one add meets several, and never early.
+#[test]
+fn a_jump_starts_work_in_threshold_order() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::None);
+        let starter = Starter::new();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        c.trigger(&starter, 2, TAG, record(&log, 2));
+        c.trigger(&starter, 1, TAG, record(&log, 1));
+        c.trigger(&starter, 3, TAG, record(&log, 3));
+        let c2 = c.clone();
+        let adder = thread::spawn(move || c2.add(2).unwrap());
+        let s2 = starter.clone();
+        let runner = thread::spawn(move || {
+            s2.run();
+        });
+        adder.join().unwrap();
+        runner.join().unwrap();
+        starter.run();
+        assert_eq!(*log.lock().unwrap(), vec![1, 2], "threshold 3 must wait");
+    });
+}
+
+/// Cancel against the starter: the work starts or is cancelled, exactly once.
+#[test]
+fn cancel_racing_the_starter_takes_or_leaves_the_work_once() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::None);
+        let starter = Starter::new();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        c.trigger(&starter, 1, TAG, record(&log, 1));
+        c.add(1).unwrap();
+        let c2 = c.clone();
+        let canceller = thread::spawn(move || c2.triggers().unwrap().cancel(|t| t == TAG));
+        starter.run();
+        let cancelled = canceller.join().unwrap();
+        let started = log.lock().unwrap().len();
+        assert_eq!(
+            cancelled + started,
+            1,
+            "cancelled {cancelled}, started {started}"
+        );
+        assert!(c.triggers().unwrap().is_empty());
+    });
+}

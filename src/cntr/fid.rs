@@ -36,6 +36,9 @@ pub struct Cntr<B: Backing> {
     /// Triggered or deferred work that names this counter (as its trigger, target or
     /// completion counter) and has not started or been cancelled; it cannot close meanwhile.
     work_refs: AtomicUsize,
+    /// Work being started that uses this counter: a close waits for it (microseconds; the
+    /// application may have seen its effect already).
+    work_busy: AtomicUsize,
     /// The fd FI_GETWAIT hands out instead of the engine's, when the home made one (see
     /// [`CntrHome::wait_fd`]).
     wait_fd: Option<OwnedFd>,
@@ -71,6 +74,7 @@ impl<B: Backing> Cntr<B> {
             feed_open: Mutex::new(()),
             bindings: AtomicUsize::new(0),
             work_refs: AtomicUsize::new(0),
+            work_busy: AtomicUsize::new(0),
             wait_fd,
             peer: PeerCntr::new(owner_ops),
             engine,
@@ -112,9 +116,15 @@ impl<B: Backing> Cntr<B> {
         self.bindings.load(Ordering::Acquire)
     }
 
-    /// Queued work that names the counter.
+    /// Queued work that names the counter, after waiting for work being started to finish
+    /// with it (read in this order: a start counts itself busy before it lets its hold go).
     pub(super) fn work_refs(&self) -> usize {
-        self.work_refs.load(Ordering::Acquire)
+        let refs = self.work_refs.load(Ordering::SeqCst);
+        let t0 = std::time::Instant::now();
+        while self.work_busy.load(Ordering::SeqCst) != 0 && t0.elapsed().as_secs() < 1 {
+            std::thread::yield_now();
+        }
+        refs + self.work_busy.load(Ordering::SeqCst)
     }
 
     /// Closes the feed's core counter and frees the feed (the counter is closing); on an error
@@ -211,6 +221,10 @@ pub trait AnyCntr {
     /// Queued work names this counter: it cannot close until [`AnyCntr::release`].
     fn hold(&self);
     fn release(&self);
+    /// The work holding the counter starts: its hold becomes a use that a close waits out,
+    /// until [`AnyCntr::end_use`].
+    fn begin_use(&self);
+    fn end_use(&self);
     /// For deferred counter work: the application's fi_cntr_add / fi_cntr_set.
     fn add(&self, value: u64) -> c_int;
     fn set(&self, value: u64) -> c_int;
@@ -264,9 +278,12 @@ impl<B: Backing> AnyCntr for Cntr<B> {
         self.events == ofi::fi_cntr_events_FI_CNTR_EVENTS_BYTES
     }
     fn queue_work(&self, threshold: u64, tag: Tag, work: Box<dyn Work>) {
-        self.engine
-            .counter()
-            .trigger(&Starter::global(), threshold, tag, work);
+        let counter = self.engine.counter();
+        if counter.trigger(&Starter::global(), threshold, tag, work)
+            && let Some(t) = counter.triggers()
+        {
+            t.start_now();
+        }
     }
     fn cancel_work(&self, pick: &mut dyn FnMut(Tag) -> bool) -> usize {
         self.engine
@@ -279,6 +296,13 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     }
     fn release(&self) {
         self.work_refs.fetch_sub(1, Ordering::AcqRel);
+    }
+    fn begin_use(&self) {
+        self.work_busy.fetch_add(1, Ordering::SeqCst);
+        self.work_refs.fetch_sub(1, Ordering::SeqCst);
+    }
+    fn end_use(&self) {
+        self.work_busy.fetch_sub(1, Ordering::SeqCst);
     }
     fn add(&self, value: u64) -> c_int {
         match self.engine.counter().add(value) {

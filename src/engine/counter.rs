@@ -594,15 +594,24 @@ impl<S: Store> Counter<S> {
         self.read().wrapping_add(self.read_err())
     }
 
-    /// Queues `work` for when [`Counter::count`] reaches `threshold`; `starter` starts it then,
-    /// or at once if the count is there already. See `super::trigger` for why no trigger is
-    /// lost.
-    pub fn trigger(&self, starter: &Arc<Starter>, threshold: u64, tag: Tag, work: Box<dyn Work>) {
+    /// Queues `work` for when [`Counter::count`] reaches `threshold`; `starter` starts it then.
+    /// Returns true if the count is there already: the caller may start it at once
+    /// ([`Triggers::start_now`]), else the starter does. See `super::trigger` for why no
+    /// trigger is lost.
+    pub fn trigger(
+        &self,
+        starter: &Arc<Starter>,
+        threshold: u64,
+        tag: Tag,
+        work: Box<dyn Work>,
+    ) -> bool {
         let t = self.triggers.get_or_init(|| Triggers::new(starter.clone()));
         t.insert(threshold, tag, work);
         self.wake.fetch_or(TRIGGERS, SeqCst);
         super::sync::store_load_order();
-        t.observe(self.count());
+        let count = self.count();
+        t.observe(count);
+        count >= threshold
     }
 
     /// The counter's queue of triggered work, once it had some.

@@ -100,6 +100,9 @@ pub struct Triggers {
     /// On the starter's list, or about to be.
     scheduled: AtomicBool,
     queue: Mutex<Queue>,
+    /// Held while work is being started, by the starter or by a submitter starting what is
+    /// due at once: one at a time, so work starts in order.
+    starting: Mutex<()>,
     starter: Arc<Starter>,
 }
 
@@ -119,6 +122,7 @@ impl Triggers {
             due: AtomicU64::new(0),
             scheduled: AtomicBool::new(false),
             queue: Mutex::new(Queue::default()),
+            starting: Mutex::new(()),
             starter,
         })
     }
@@ -188,9 +192,19 @@ impl Triggers {
         n
     }
 
+    /// Starts what is due now in the calling thread, in order (a submission whose threshold
+    /// is met at once: fi_trigger(3) "the data transfer may be initiated immediately"). Never
+    /// call it from inside a core's callback. Work answering `Again` goes to the starter.
+    pub fn start_now(self: &Arc<Self>) {
+        if !self.start_due() && !self.scheduled.swap(true, SeqCst) {
+            self.starter.schedule(self.clone());
+        }
+    }
+
     /// Starts the work due at the count last observed, in order. Returns false if a work
     /// answered `Again`: it and what follows stay queued, and the queue is due again.
     fn start_due(&self) -> bool {
+        let _one_at_a_time = self.starting.lock();
         let due = self.due.swap(0, SeqCst);
         if due == 0 {
             return true;
@@ -279,6 +293,13 @@ impl Starter {
                 s
             })
             .clone()
+    }
+
+    /// Under loom the models run their own starters (`Starter::new`); the crate's callers
+    /// outside the engine are not modelled.
+    #[cfg(loom)]
+    pub fn global() -> Arc<Self> {
+        Starter::new()
     }
 
     /// Does the process's starter have its thread?

@@ -20,7 +20,7 @@ use crate::engine::{Started, Tag, Work};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_void;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const FI_TRIGGER: u64 = ofi::FI_TRIGGER as u64;
 
@@ -51,6 +51,8 @@ pub struct TriggerEp {
     queued: Mutex<Vec<(usize, *const dyn AnyCntr)>>,
     /// Open aliases of the endpoint (`alias.rs`): it cannot close under them.
     pub aliases: AtomicUsize,
+    /// Triggered operations being posted (taken off `queued`): a close waits for them.
+    busy: AtomicUsize,
 }
 
 // SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (which
@@ -94,6 +96,7 @@ impl TriggerEp {
                 home,
                 queued: Mutex::new(Vec::new()),
                 aliases: AtomicUsize::new(0),
+                busy: AtomicUsize::new(0),
             });
             // Only where the core has the op: a missing one stays missing.
             if t.msg.sendmsg.is_some() {
@@ -149,9 +152,21 @@ impl TriggerEp {
         drop(unsafe { Box::from_raw(t) });
     }
 
-    /// Triggered operations queued here and not started yet.
+    /// Triggered operations queued here and not started yet, after waiting (at most a
+    /// second) for those being posted: the application may have seen one complete already.
     pub fn queued(&self) -> usize {
-        self.queued.lock().len()
+        let t0 = std::time::Instant::now();
+        while self.busy.load(Ordering::SeqCst) != 0 && t0.elapsed().as_secs() < 1 {
+            std::thread::yield_now();
+        }
+        self.queued.lock().len() + self.busy.load(Ordering::SeqCst)
+    }
+
+    fn unlist(&self, key: usize) {
+        let mut queued = self.queued.lock();
+        if let Some(i) = queued.iter().position(|(k, _)| *k == key) {
+            queued.swap_remove(i);
+        }
     }
 
     fn home(&self) -> &CoreHome {
@@ -205,7 +220,10 @@ impl TriggerEp {
             op,
             flags: flags & !FI_TRIGGER,
             ep: self,
+            core_ep: self.ep,
+            core: self.core,
             cntr,
+            listed: true,
         };
         cntr.queue_work(threshold, self.tag(context), Box::new(work));
         0
@@ -277,7 +295,12 @@ struct Triggered {
     op: Op,
     flags: u64,
     ep: *const TriggerEp,
+    /// The core endpoint and tables, copied: the post reads nothing of the record.
+    core_ep: *mut ofi::fid_ep,
+    core: CoreOps,
     cntr: *const dyn AnyCntr,
+    /// Still listed in the endpoint and holding the counter (not being posted or posted).
+    listed: bool,
 }
 
 // SAFETY: the pointers are held as described above; Op's are the application's buffers.
@@ -285,13 +308,30 @@ unsafe impl Send for Triggered {}
 
 impl Work for Triggered {
     fn start(&mut self) -> Started {
-        // SAFETY: the endpoint cannot close while this is listed in it.
+        // SAFETY: the endpoint cannot close while this is listed in it, nor while it is busy.
         let ep = unsafe { &*self.ep };
+        let key = self.op.context() as usize;
+        // Off the lists before the post: its completion may be what the application waits
+        // for before it closes the endpoint and the counter. The close waits out `busy`.
+        ep.busy.fetch_add(1, Ordering::SeqCst);
+        ep.unlist(key);
+        // SAFETY: held since submit; a close of the counter waits out the use.
+        let cntr = unsafe { &*self.cntr };
+        cntr.begin_use();
+        self.listed = false;
         // SAFETY: the core endpoint is open; the op's copies are live.
-        let ret = unsafe { post(&self.op, ep.ep, &ep.core, self.flags) };
+        let ret = unsafe { post(&self.op, self.core_ep, &self.core, self.flags) };
         if ret == err::EAGAIN as isize {
+            // Back on the lists (held again before the use ends), to be tried again.
+            cntr.hold();
+            cntr.end_use();
+            ep.queued.lock().push((key, self.cntr));
+            self.listed = true;
+            ep.busy.fetch_sub(1, Ordering::SeqCst);
             return Started::Again;
         }
+        cntr.end_use();
+        ep.busy.fetch_sub(1, Ordering::SeqCst);
         if ret != 0 {
             // The core refused it outright: no completion will come. Said, since nothing
             // else can say it (the application's CQ is the core's).
@@ -306,14 +346,11 @@ impl Work for Triggered {
 
 impl Drop for Triggered {
     fn drop(&mut self) {
-        // SAFETY: as in start.
-        let ep = unsafe { &*self.ep };
-        let key = self.op.context() as usize;
-        let mut queued = ep.queued.lock();
-        if let Some(i) = queued.iter().position(|(k, _)| *k == key) {
-            queued.swap_remove(i);
+        if !self.listed {
+            return;
         }
-        drop(queued);
+        // SAFETY: listed: the endpoint cannot close meanwhile.
+        unsafe { &*self.ep }.unlist(self.op.context() as usize);
         // SAFETY: held since submit.
         unsafe { &*self.cntr }.release();
     }

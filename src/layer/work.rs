@@ -112,6 +112,7 @@ impl WorkQueue {
             target,
             value,
             set,
+            listed: true,
         };
         trigger.queue_work(w.threshold, self.tag(work), Box::new(run));
         0
@@ -179,35 +180,52 @@ struct CntrWork {
     target: *const dyn AnyCntr,
     value: u64,
     set: bool,
+    /// Still listed and holding both counters (not started).
+    listed: bool,
 }
 
 // SAFETY: the counters are held (they cannot close) and the domain cannot close while its
 // queue lists this request.
 unsafe impl Send for CntrWork {}
 
+impl CntrWork {
+    fn unlist(&self) {
+        // SAFETY: the domain outlives its listed requests (its close refuses while any are).
+        let queue = unsafe { &*self.queue };
+        let mut queued = queue.queued.lock();
+        if let Some(i) = queued.iter().position(|(k, _)| *k == self.key) {
+            queued.swap_remove(i);
+        }
+    }
+}
+
 impl Work for CntrWork {
     fn start(&mut self) -> Started {
+        // Off the lists first: the application may close the domain and counters once it
+        // sees the effect; closing the target waits out its use.
         // SAFETY: held since queue.
-        let target = unsafe { &*self.target };
+        let (trigger, target) = unsafe { (&*self.trigger, &*self.target) };
+        target.begin_use();
+        self.unlist();
+        trigger.release();
+        self.listed = false;
         // An error is logged by the counter (a hardware counter's failure).
         let _ = if self.set {
             target.set(self.value)
         } else {
             target.add(self.value)
         };
+        target.end_use();
         Started::Done
     }
 }
 
 impl Drop for CntrWork {
     fn drop(&mut self) {
-        // SAFETY: the domain outlives its queued requests (its close refuses while any are).
-        let queue = unsafe { &*self.queue };
-        let mut queued = queue.queued.lock();
-        if let Some(i) = queued.iter().position(|(k, _)| *k == self.key) {
-            queued.swap_remove(i);
+        if !self.listed {
+            return;
         }
-        drop(queued);
+        self.unlist();
         // SAFETY: held since queue.
         unsafe {
             (*self.trigger).release();
