@@ -44,6 +44,8 @@ pub trait Feed: Send + Sync {
     /// True when the core may count and pulling drives its progress: every endpoint the
     /// counter is bound to is enabled.
     fn live(&self) -> bool;
+    /// rscntr's own threads may drive the core's progress (the domain is thread safe).
+    fn may_progress(&self) -> bool;
     /// What a waiter sleeps on.
     fn wake(&self) -> Wake<'_>;
     /// After `fi_trywait` armed the counter's own fd, while live.

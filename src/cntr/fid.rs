@@ -192,6 +192,45 @@ impl<B: Backing> Watched for Cntr<B> {
     }
 }
 
+/// A counter as the watcher holds it while triggered work waits on it and a core counts into
+/// it: the watcher pulls it (driving the core's progress and taking in what the core counted
+/// itself, which is how the work becomes due when nobody reads the counter), sleeping the way
+/// its feed says, until the work has started.
+#[repr(transparent)]
+struct Triggering<B: Backing>(Cntr<B>);
+
+impl<B: Backing> Triggering<B> {
+    fn of(c: &Cntr<B>) -> &Self {
+        // SAFETY: repr(transparent) over Cntr<B>.
+        unsafe { &*(c as *const Cntr<B>).cast::<Self>() }
+    }
+
+    /// Its key with the watcher: beside the counter's own (armed fd) key, never another
+    /// counter's (counters are more than a byte apart).
+    fn key(c: &Cntr<B>) -> usize {
+        c.key() + 1
+    }
+}
+
+impl<B: Backing> Watched for Triggering<B> {
+    fn poll(&self) -> bool {
+        self.0.sync(true);
+        self.0
+            .engine
+            .counter()
+            .triggers()
+            .is_some_and(|t| !t.is_empty())
+    }
+    fn wake(&self) -> Wake<'_> {
+        Source::wake(&self.0)
+    }
+}
+
+/// Stops the watcher pulling `c` for its triggered work (it is closing).
+pub(super) fn unwatch_triggering<B: Backing>(c: &Cntr<B>) {
+    watcher::unwatch(Triggering::key(c));
+}
+
 /// How the home opens a counter's feed (see [`AnyCntr::feed_or_open`]).
 pub type OpenFeed<'a> = dyn FnMut(FeedRequest) -> Result<Box<dyn Feed>, c_int> + 'a;
 
@@ -279,10 +318,20 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     }
     fn queue_work(&self, threshold: u64, tag: Tag, work: Box<dyn Work>) {
         let counter = self.engine.counter();
-        if counter.trigger(&Starter::global(), threshold, tag, work)
-            && let Some(t) = counter.triggers()
-        {
-            t.start_now();
+        if counter.trigger(&Starter::global(), threshold, tag, work) {
+            if let Some(t) = counter.triggers() {
+                t.start_now();
+            }
+        } else if self.live_feed().is_some_and(|f| f.may_progress()) {
+            // Due only once the core's completions are taken in: the watcher drives that,
+            // asleep in the core's wait object between completions.
+            // SAFETY: cntr_close unwatches before the counter is freed.
+            unsafe {
+                watcher::watch(
+                    Triggering::key(self),
+                    watcher::target_of(Triggering::of(self)),
+                )
+            };
         }
     }
     fn cancel_work(&self, pick: &mut dyn FnMut(Tag) -> bool) -> usize {

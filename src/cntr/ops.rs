@@ -126,6 +126,7 @@ unsafe extern "C" fn cntr_close<B: Tables>(fid: *mut ofi::fid) -> c_int {
         // Off the watcher first: once this returns it neither polls the counter nor sleeps in
         // its blocker.
         watcher::unwatch(cntr.key());
+        super::fid::unwatch_triggering(cntr);
         if let Err(ret) = cntr.close_feed() {
             fi_warn!(Cntr, "closing the core's counter failed: {ret}");
             return ret;

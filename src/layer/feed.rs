@@ -196,6 +196,10 @@ impl Feed for CoreFeed {
         }
     }
 
+    fn may_progress(&self) -> bool {
+        self.watcher_may_progress
+    }
+
     fn live(&self) -> bool {
         !self.core_cntr.load(Ordering::Acquire).is_null()
             && self.unenabled.load(Ordering::Acquire) == 0
