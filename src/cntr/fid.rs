@@ -266,6 +266,7 @@ pub trait AnyCntr {
     fn end_use(&self);
     /// For deferred counter work: the application's fi_cntr_add / fi_cntr_set.
     fn add(&self, value: u64) -> c_int;
+    fn add_err(&self, value: u64) -> c_int;
     fn set(&self, value: u64) -> c_int;
 }
 
@@ -357,6 +358,12 @@ impl<B: Backing> AnyCntr for Cntr<B> {
         match self.engine.counter().add(value) {
             Ok(()) => 0,
             Err(e) => store_error("deferred FI_OP_CNTR_ADD", e),
+        }
+    }
+    fn add_err(&self, value: u64) -> c_int {
+        match self.engine.counter().add_err(value) {
+            Ok(()) => 0,
+            Err(e) => store_error("a deferred operation's error", e),
         }
     }
     fn set(&self, value: u64) -> c_int {

@@ -53,6 +53,20 @@ impl AliasEp {
     }
 }
 
+/// The endpoint an alias of rscntr's aliases.
+///
+/// # Safety
+/// `ep` is a readable endpoint fid.
+pub unsafe fn parent_of<'a>(ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp> {
+    // SAFETY: caller's contract.
+    let close = unsafe { (*(*ep).fid.ops).close }.map(|f| f as *const ());
+    if close != Some(alias_close as *const ()) {
+        return None;
+    }
+    // SAFETY: an alias made by `open`, whose parent outlives it.
+    Some(unsafe { &*AliasEp::of(ep).parent })
+}
+
 /// FI_ALIAS on a trigger-able endpoint: makes the alias.
 ///
 /// # Safety

@@ -213,6 +213,23 @@ unsafe extern "C" fn rx_ctx(
     }
 }
 
+/// The trigger-able endpoint `ep` is (or aliases), for deferred operations naming it.
+///
+/// # Safety
+/// `ep` is NULL or a readable endpoint fid.
+pub unsafe fn trigger_of<'a>(ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp> {
+    // SAFETY: caller's contract.
+    let fid = unsafe { ep.as_ref() }?;
+    // SAFETY: a readable fid has a readable ops table.
+    let close = unsafe { (*fid.fid.ops).close }.map(|f| f as *const ());
+    if close == Some(self::close as *const ()) {
+        // SAFETY: patched by patch_fid; its trigger record lives until the core closed it.
+        return unsafe { binder(ep.cast()).trigger.as_ref() };
+    }
+    // SAFETY: as above.
+    unsafe { alias::parent_of(ep) }
+}
+
 /// # Safety
 /// `fid` was patched by [`patch`].
 unsafe fn binder<'a>(fid: *mut ofi::fid) -> &'a Binder {
@@ -279,6 +296,10 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         }
         crate::fi_info!(EpCtrl, "bound an rscntr counter to core {} fid class {class} with flags {:#x}{}",
             b.core, flags, describe_flags(flags));
+        // SAFETY: set at patch, freed only after the core closed the endpoint.
+        if let Some(t) = unsafe { b.trigger.as_ref() } {
+            t.bound_cntr(c as *const dyn AnyCntr, flags);
+        }
         let mut bound = b.bound.lock();
         // An endpoint enabled before this bind (MRs count as enabled from the start).
         let late = bound.enabled && b.ep_ops.is_some();
@@ -305,7 +326,19 @@ unsafe fn bind_core_fid(
     let shared = class == ofi::FI_CLASS_STX_CTX as usize || class == ofi::FI_CLASS_SRX_CTX as usize;
     if !(b.reenable_after_shared_ctx && shared) {
         // SAFETY: the core's own bind of a fid rscntr does not own.
-        return unsafe { orig_bind(fid, bfid, flags) };
+        let ret = unsafe { orig_bind(fid, bfid, flags) };
+        // SAFETY: set at patch, freed only after the core closed the endpoint.
+        if ret == 0
+            && class == ofi::FI_CLASS_CQ as usize
+            && let Some(t) = unsafe { b.trigger.as_ref() }
+        {
+            // Deferred operations' completions are taken out of it (`deferred.rs`).
+            // SAFETY: a CQ of this domain, just bound; the home outlives it.
+            if let Some(f) = unsafe { (*b.home).deferred.filter(bfid.cast()) } {
+                t.bound_cq(f);
+            }
+        }
+        return ret;
     }
     // Under the lock, which an enable holds across the core's call: either the enable has
     // finished (and is repeated here) or it runs after this bind and enables the context itself.
@@ -345,9 +378,11 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         // SAFETY: the Binder is live until the core closed the object; its trigger record too.
         if let Some(t) = unsafe { (*b).trigger.as_ref() } {
             let (queued, aliases) = (t.queued(), t.aliases.load(std::sync::atomic::Ordering::Acquire));
-            if queued != 0 || aliases != 0 {
+            let deferred = t.deferred();
+            if queued != 0 || aliases != 0 || deferred != 0 {
                 fi_warn!(EpCtrl, "endpoint still has {queued} triggered operation(s) not started (fi_cancel \
-                    them first) and {aliases} open alias(es)");
+                    them first), {deferred} deferred operation(s) queued or in progress and {aliases} \
+                    open alias(es)");
                 return err::EBUSY;
             }
         }

@@ -140,6 +140,7 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe
                 peer: wait::peer_counters_work(&core),
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
+                deferred: Default::default(),
             },
             work: WorkQueue::default(),
         });
@@ -175,18 +176,22 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
             return err::EBUSY;
         }
         // SAFETY: as above.
-        let queued = unsafe { (*layered).work.len() };
-        if queued != 0 {
-            fi_warn!(Domain, "domain still has {queued} deferred work request(s) queued (FI_FLUSH_WORK first)");
+        let (queued, outstanding) = unsafe { ((*layered).work.len(), (*layered).home.deferred.outstanding()) };
+        if queued != 0 || outstanding != 0 {
+            fi_warn!(Domain, "domain still has {queued} deferred work request(s) queued (FI_FLUSH_WORK first) \
+                and {outstanding} deferred operation(s) in progress");
             return err::EBUSY;
         }
         // The CQ whose fd waits slept on goes first: the core refuses to close a domain
         // with CQs open.
         // SAFETY: live until we free it below.
         unsafe { (*layered).home.release_progress() };
+        // The CQs are closed (the core refuses to close a domain with CQs open, and its
+        // refusal comes after: the filters are freed only once the domain has closed).
         // SAFETY: the record of this domain; nothing refers to its tables once it is gone.
         match unsafe { close_through_core(fid, layered, (*layered).orig_fi_ops) } {
             Ok(l) => {
+                l.home.deferred.release();
                 // SAFETY: its fabric cannot have closed before it.
                 unsafe { &*l.fabric }.domains.remove();
                 0
@@ -262,7 +267,12 @@ unsafe extern "C" fn cq_open(
         }
         let Some(orig) = layered.orig().cq_open else { return err::ENOSYS };
         // SAFETY: forwarded; the domain outlives its CQs (the core refuses to close it before).
-        unsafe { super::cq::open(orig, domain, attr, cq_out, context, &layered.home) }
+        let ret = unsafe { super::cq::open(orig, domain, attr, cq_out, context, &layered.home) };
+        if ret == 0 {
+            // SAFETY: both checked above; the core wrote the CQ.
+            unsafe { layered.home.deferred.opened_cq(*cq_out, (*attr).format) };
+        }
+        ret
     }
 }
 

@@ -1,6 +1,7 @@
 //! Where the counters of a layered domain live: the domain's counter slots and the core domain
 //! that counts for them once they are bound.
 
+use super::deferred::Deferred;
 use super::wait::{CoreFabric, CqOpenFn, FdBlocker, Plan, epoll_set};
 use crate::cntr::{CntrHome, Slots};
 use crate::ofi;
@@ -37,6 +38,8 @@ pub struct CoreHome {
     pub cq_open: CqOpenFn,
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
+    /// Deferred data operations and the CQ filters they need (`deferred.rs`).
+    pub deferred: Deferred,
 }
 
 // SAFETY: the raw pointers (the core domain, its fabric) are set when the domain opens and never

@@ -20,6 +20,7 @@
 mod alias;
 mod bind;
 mod cq;
+mod deferred;
 mod domain;
 mod fabric;
 mod feed;

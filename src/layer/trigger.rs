@@ -13,6 +13,7 @@
 //! - [`post`]: the core call for an [`Op`];
 //! - aliases (`fi_ep_alias`): in `alias.rs`.
 
+use super::deferred::CqFilter;
 use super::home::CoreHome;
 use crate::boundary::ffi::err;
 use crate::cntr::{self, AnyCntr};
@@ -53,6 +54,13 @@ pub struct TriggerEp {
     pub aliases: AtomicUsize,
     /// Triggered operations being posted (taken off `queued`): a close waits for them.
     busy: AtomicUsize,
+    /// Deferred data operations on this endpoint, queued or posted and not completed: it
+    /// cannot close meanwhile (`deferred.rs`).
+    deferred: AtomicUsize,
+    /// The rscntr counters bound to the endpoint, with their bind flags.
+    bound: Mutex<Vec<(*const dyn AnyCntr, u64)>>,
+    /// The filters of the CQs bound to the endpoint (`deferred.rs`).
+    cqs: Mutex<Vec<*mut CqFilter>>,
 }
 
 // SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (which
@@ -97,6 +105,9 @@ impl TriggerEp {
                 queued: Mutex::new(Vec::new()),
                 aliases: AtomicUsize::new(0),
                 busy: AtomicUsize::new(0),
+                deferred: AtomicUsize::new(0),
+                bound: Mutex::new(Vec::new()),
+                cqs: Mutex::new(Vec::new()),
             });
             // Only where the core has the op: a missing one stays missing.
             if t.msg.sendmsg.is_some() {
@@ -160,6 +171,49 @@ impl TriggerEp {
             std::thread::yield_now();
         }
         self.queued.lock().len() + self.busy.load(Ordering::SeqCst)
+    }
+
+    /// Deferred data operations queued or outstanding on the endpoint.
+    pub fn deferred(&self) -> usize {
+        self.deferred.load(Ordering::Acquire)
+    }
+
+    /// A deferred data operation names the endpoint (until [`TriggerEp::deferred_done`]).
+    pub fn hold_deferred(&self) {
+        self.deferred.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn deferred_done(&self) {
+        self.deferred.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// A counter was bound to the endpoint with `flags`.
+    pub fn bound_cntr(&self, c: *const dyn AnyCntr, flags: u64) {
+        self.bound.lock().push((c, flags));
+    }
+
+    /// A CQ was bound to the endpoint; its filter.
+    pub fn bound_cq(&self, f: *mut CqFilter) {
+        let mut cqs = self.cqs.lock();
+        if !cqs.contains(&f) {
+            cqs.push(f);
+        }
+    }
+
+    /// The counters bound for any of `flags` (FI_SEND, FI_RECV, FI_READ, FI_WRITE): those
+    /// the core counts such an operation in.
+    pub fn counting(&self, flags: u64) -> Vec<*const dyn AnyCntr> {
+        let mut out: Vec<*const dyn AnyCntr> = Vec::new();
+        for (c, f) in self.bound.lock().iter() {
+            if f & flags != 0 && !out.iter().any(|o| std::ptr::addr_eq(*o, *c)) {
+                out.push(*c);
+            }
+        }
+        out
+    }
+
+    pub fn filters(&self) -> Vec<*mut CqFilter> {
+        self.cqs.lock().clone()
     }
 
     fn unlist(&self, key: usize) {
@@ -483,6 +537,17 @@ impl Op {
         let rma: Vec<ofi::fi_rma_ioc> = unsafe { copied(m.rma_iov, m.rma_iov_count) };
         m.rma_iov = ptr_of(&rma);
         Atomic(m, iov, desc, rma)
+    }
+
+    /// Replaces the context the core gets; returns the previous one.
+    pub fn set_context(&mut self, context: *mut c_void) -> *mut c_void {
+        let slot = match self {
+            Op::Send(m, ..) | Op::Recv(m, ..) => &mut m.context,
+            Op::TSend(m, ..) | Op::TRecv(m, ..) => &mut m.context,
+            Op::Read(m, ..) | Op::Write(m, ..) => &mut m.context,
+            Op::Atomic(a) | Op::Fetch(a, _) | Op::Compare(a, ..) => &mut a.0.context,
+        };
+        std::mem::replace(slot, context)
     }
 
     /// The application's context of the operation.

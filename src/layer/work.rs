@@ -4,13 +4,14 @@
 //! thread.
 //!
 //! Counter requests (`FI_OP_CNTR_SET`, `FI_OP_CNTR_ADD`) are rscntr's own and run here. Data
-//! requests (`FI_OP_SEND` … `FI_OP_COMPARE_ATOMIC`) are refused with -FI_ENOSYS (fi_trigger(3):
-//! "If a specific request is not supported by the provider, it will fail the operation with
-//! -FI_ENOSYS"): their completions must not reach the endpoint's CQ and counters, which are
-//! the core's to write, and that needs rscntr between the core and the application's CQ.
+//! requests (`FI_OP_SEND` … `FI_OP_COMPARE_ATOMIC`) are copied at submission and posted on
+//! their endpoint (which must be trigger-able, or an alias of one) when due; `deferred.rs`
+//! keeps their completions off the endpoint's CQ and counters and counts them in the
+//! completion counter.
 
+use super::bind;
 use super::home::CoreHome;
-use super::trigger::cntr_of;
+use super::trigger::{Fetch, Op, TriggerEp, cntr_of};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
 use crate::engine::{Started, Tag, Work};
@@ -87,13 +88,8 @@ impl WorkQueue {
                 )
             }
             ofi::fi_op_type_FI_OP_RECV..=ofi::fi_op_type_FI_OP_COMPARE_ATOMIC => {
-                fi_warn!(
-                    Domain,
-                    "deferred data operations (op_type {}) are not supported yet; counter \\
-                    operations are, and FI_TRIGGER operations on the endpoint",
-                    w.op_type
-                );
-                return err::ENOSYS;
+                // SAFETY: the caller's contract: the op arm of this op_type.
+                return unsafe { self.queue_data(home, work, trigger) };
             }
             other => {
                 fi_warn!(Domain, "unknown deferred work op_type {other}");
@@ -113,6 +109,127 @@ impl WorkQueue {
             value,
             set,
             listed: true,
+        };
+        trigger.queue_work(w.threshold, self.tag(work), Box::new(run));
+        0
+    }
+
+    /// FI_QUEUE_WORK of a data operation.
+    ///
+    /// # Safety
+    /// `work` is the application's request, its op arm of its op_type NULL or valid.
+    unsafe fn queue_data(
+        &self,
+        home: &CoreHome,
+        work: *mut ofi::fi_deferred_work,
+        trigger: &'static dyn AnyCntr,
+    ) -> c_int {
+        // SAFETY: caller's contract.
+        let w = unsafe { &*work };
+        let completion = if w.completion_cntr.is_null() {
+            None
+        } else {
+            // SAFETY: the application's counter fid.
+            match unsafe { cntr_of(w.completion_cntr, home) } {
+                Ok(c) => Some(c),
+                Err(e) => return e,
+            }
+        };
+        macro_rules! arm {
+            ($field:ident) => {
+                // The arm of this op_type (caller's contract); used inside the unsafe below.
+                match w.op.$field.as_ref() {
+                    Some(op) => op,
+                    None => {
+                        fi_warn!(
+                            Domain,
+                            "deferred work op_type {} without its operation",
+                            w.op_type
+                        );
+                        return err::EINVAL;
+                    }
+                }
+            };
+        }
+        // SAFETY (every arm): the application's operation, copied.
+        let (ep, op, flags) = unsafe {
+            match w.op_type {
+                ofi::fi_op_type_FI_OP_RECV | ofi::fi_op_type_FI_OP_SEND => {
+                    let o = arm!(msg);
+                    (
+                        o.ep,
+                        Op::msg(&o.msg, w.op_type == ofi::fi_op_type_FI_OP_SEND),
+                        o.flags,
+                    )
+                }
+                ofi::fi_op_type_FI_OP_TRECV | ofi::fi_op_type_FI_OP_TSEND => {
+                    let o = arm!(tagged);
+                    (
+                        o.ep,
+                        Op::tagged(&o.msg, w.op_type == ofi::fi_op_type_FI_OP_TSEND),
+                        o.flags,
+                    )
+                }
+                ofi::fi_op_type_FI_OP_READ | ofi::fi_op_type_FI_OP_WRITE => {
+                    let o = arm!(rma);
+                    (
+                        o.ep,
+                        Op::rma(&o.msg, w.op_type == ofi::fi_op_type_FI_OP_WRITE),
+                        o.flags,
+                    )
+                }
+                ofi::fi_op_type_FI_OP_ATOMIC => {
+                    let o = arm!(atomic);
+                    (o.ep, Op::Atomic(Op::atomic(&o.msg)), o.flags)
+                }
+                ofi::fi_op_type_FI_OP_FETCH_ATOMIC => {
+                    let o = arm!(fetch_atomic);
+                    let f = Fetch::copy(o.fetch.msg_iov, o.fetch.desc, o.fetch.iov_count);
+                    (o.ep, Op::Fetch(Op::atomic(&o.msg), f), o.flags)
+                }
+                _ => {
+                    let o = arm!(compare_atomic);
+                    let c = Fetch::copy(o.compare.msg_iov, o.compare.desc, o.compare.iov_count);
+                    let f = Fetch::copy(o.fetch.msg_iov, o.fetch.desc, o.fetch.iov_count);
+                    (o.ep, Op::Compare(Op::atomic(&o.msg), c, f), o.flags)
+                }
+            }
+        };
+        if flags & (ofi::FI_INJECT | ofi::FI_TRIGGER) as u64 != 0 {
+            fi_warn!(
+                Domain,
+                "deferred operations take neither FI_INJECT nor FI_TRIGGER"
+            );
+            return err::EINVAL;
+        }
+        // SAFETY: NULL or the application's endpoint fid.
+        let Some(t) = (unsafe { bind::trigger_of(ep) }) else {
+            fi_warn!(
+                Domain,
+                "a deferred operation's endpoint must be an rscntr endpoint opened with \
+                FI_TRIGGER (or an alias of one)"
+            );
+            return err::EINVAL;
+        };
+        trigger.hold();
+        if let Some(c) = completion {
+            c.hold();
+        }
+        t.hold_deferred();
+        self.queued
+            .lock()
+            .push((work as usize, trigger as *const dyn AnyCntr));
+        let run = DataWork {
+            queue: self,
+            key: work as usize,
+            trigger,
+            completion,
+            ep: t,
+            deferred: &home.deferred,
+            op,
+            flags,
+            listed: true,
+            posted: false,
         };
         trigger.queue_work(w.threshold, self.tag(work), Box::new(run));
         0
@@ -190,12 +307,7 @@ unsafe impl Send for CntrWork {}
 
 impl CntrWork {
     fn unlist(&self) {
-        // SAFETY: the domain outlives its listed requests (its close refuses while any are).
-        let queue = unsafe { &*self.queue };
-        let mut queued = queue.queued.lock();
-        if let Some(i) = queued.iter().position(|(k, _)| *k == self.key) {
-            queued.swap_remove(i);
-        }
+        unlist(self.queue, self.key);
     }
 }
 
@@ -231,6 +343,72 @@ impl Drop for CntrWork {
             (*self.trigger).release();
             (*self.target).release();
         }
+    }
+}
+
+/// A deferred data request: posted on its endpoint when due (`deferred.rs` then owns its
+/// completion counter's hold and the endpoint's); until then it holds both counters and the
+/// endpoint and is listed in the domain's queue.
+struct DataWork {
+    queue: *const WorkQueue,
+    key: usize,
+    trigger: &'static dyn AnyCntr,
+    completion: Option<&'static dyn AnyCntr>,
+    ep: *const TriggerEp,
+    deferred: *const super::deferred::Deferred,
+    op: Op,
+    flags: u64,
+    listed: bool,
+    posted: bool,
+}
+
+// SAFETY: as CntrWork; the op's pointers are the application's buffers.
+unsafe impl Send for DataWork {}
+
+impl Work for DataWork {
+    fn start(&mut self) -> Started {
+        if self.listed {
+            unlist(self.queue, self.key);
+            self.trigger.release();
+            self.listed = false;
+        }
+        // SAFETY: the endpoint cannot close while it holds this (hold_deferred), the domain
+        // while its deferred operations are outstanding or queued.
+        let (ep, deferred) = unsafe { (&*self.ep, &*self.deferred) };
+        // SAFETY: the application's buffers, live until completion.
+        match unsafe { deferred.post(ep, &mut self.op, self.flags, self.completion) } {
+            Ok(()) => {
+                self.posted = true;
+                Started::Done
+            }
+            Err(()) => Started::Again,
+        }
+    }
+}
+
+impl Drop for DataWork {
+    fn drop(&mut self) {
+        if self.posted {
+            return;
+        }
+        if self.listed {
+            unlist(self.queue, self.key);
+            self.trigger.release();
+        }
+        if let Some(c) = self.completion {
+            c.release();
+        }
+        // SAFETY: held since queue.
+        unsafe { &*self.ep }.deferred_done();
+    }
+}
+
+fn unlist(queue: *const WorkQueue, key: usize) {
+    // SAFETY: the domain outlives its listed requests (its close refuses while any are).
+    let queue = unsafe { &*queue };
+    let mut queued = queue.queued.lock();
+    if let Some(i) = queued.iter().position(|(k, _)| *k == key) {
+        queued.swap_remove(i);
     }
 }
 

@@ -1,0 +1,683 @@
+//! Deferred data operations (`FI_OP_SEND` … `FI_OP_COMPARE_ATOMIC` in the domain's deferred
+//! work queue). fi_trigger(3): their completion increments the request's completion counter
+//! by one and, unless the operation carries FI_COMPLETION, writes nothing to the endpoint's
+//! CQ and does not move the endpoint's counters. But the core reports every completion it
+//! makes there. So:
+//!
+//! - rscntr posts a deferred operation on the core endpoint with FI_COMPLETION and a context
+//!   of its own (a [`Record`]), so the core reports it even under FI_SELECTIVE_COMPLETION;
+//! - the CQs bound to trigger-able endpoints are read through a [`CqFilter`], which takes
+//!   rscntr's entries out before the application sees them: the completion counter gets +1
+//!   (an error: +1 error), the endpoint counters the core moved for it are moved back (they
+//!   show the count for the moment between the core's count and the CQ read: see the
+//!   README), and with FI_COMPLETION the entry stays, with the application's context;
+//! - while deferred operations are outstanding, rscntr's watcher thread reads those CQs too
+//!   (driving the core's progress), keeping the application's entries for it in order, so
+//!   that completion counters move while the application only waits on counters.
+//!
+//! CQs of other endpoints, and all CQs while nothing deferred is outstanding, pay one atomic
+//! load per read.
+
+use super::trigger::{Op, TriggerEp};
+use crate::boundary::ffi::err;
+use crate::cntr::AnyCntr;
+use crate::engine::Wake;
+use crate::engine::watcher::{self, Watched};
+use crate::{fi_warn, ofi};
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// libfabric's FI_ADDR_NOTAVAIL ((uint64_t) -1), a macro bindgen leaves out.
+const FI_ADDR_NOTAVAIL: ofi::fi_addr_t = u64::MAX;
+
+/// How often the watcher reads a filtered CQ while deferred operations are outstanding.
+const POLL_MAX: Duration = Duration::from_micros(200);
+
+/// A posted deferred operation, whose address is its context at the core.
+pub struct Record {
+    app_context: *mut c_void,
+    completion: Option<*const dyn AnyCntr>,
+    /// FI_COMPLETION: the application wants the CQ entry and the endpoint counters' count.
+    report: bool,
+    /// The endpoint counters the core counts this operation in (to move back).
+    undo: Vec<*const dyn AnyCntr>,
+    /// The trigger-able endpoint, which cannot close while this is outstanding.
+    ep: *const TriggerEp,
+}
+
+/// The deferred operations of one domain, and its filtered CQs.
+#[derive(Default)]
+pub struct Deferred {
+    outstanding: Mutex<HashMap<usize, Box<Record>>>,
+    /// `outstanding.len()`, read without the lock on every filtered CQ read.
+    live: AtomicUsize,
+    /// Entry sizes of the domain's CQs, by CQ (recorded at fi_cq_open).
+    formats: Mutex<HashMap<usize, usize>>,
+    filters: Mutex<Vec<*mut CqFilter>>,
+}
+
+// SAFETY: the raw pointers are counters held by the records, the records' endpoints (which
+// cannot close meanwhile) and the filters this struct owns.
+unsafe impl Send for Deferred {}
+// SAFETY: as above; all behind locks or atomics.
+unsafe impl Sync for Deferred {}
+
+/// The size of one CQ entry of `format` (UNSPEC is CONTEXT in every core here).
+pub fn entry_size(format: ofi::fi_cq_format) -> usize {
+    match format {
+        ofi::fi_cq_format_FI_CQ_FORMAT_MSG => std::mem::size_of::<ofi::fi_cq_msg_entry>(),
+        ofi::fi_cq_format_FI_CQ_FORMAT_DATA => std::mem::size_of::<ofi::fi_cq_data_entry>(),
+        ofi::fi_cq_format_FI_CQ_FORMAT_TAGGED => std::mem::size_of::<ofi::fi_cq_tagged_entry>(),
+        _ => std::mem::size_of::<ofi::fi_cq_entry>(),
+    }
+}
+
+impl Deferred {
+    /// Notes a CQ's format when it opens.
+    pub fn opened_cq(&self, cq: *mut ofi::fid_cq, format: ofi::fi_cq_format) {
+        self.formats.lock().insert(cq as usize, entry_size(format));
+    }
+
+    /// Deferred operations posted and not completed.
+    pub fn outstanding(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// A CQ bound to a trigger-able endpoint gets the filter (once); None for a CQ whose
+    /// format rscntr did not see (not opened through this domain).
+    ///
+    /// # Safety
+    /// `cq` is an open CQ of this domain.
+    pub unsafe fn filter(&self, cq: *mut ofi::fid_cq) -> Option<*mut CqFilter> {
+        let entry = *self.formats.lock().get(&(cq as usize))?;
+        let mut filters = self.filters.lock();
+        // SAFETY: an open CQ.
+        let current = unsafe { (*cq).ops };
+        // SAFETY: the filters are live.
+        if let Some(f) = filters
+            .iter()
+            .find(|f| std::ptr::eq(current, unsafe { &(***f).ops }))
+        {
+            return Some(*f);
+        }
+        // SAFETY: the CQ's current table is valid.
+        let inner = unsafe { *current };
+        let mut f = Box::new(CqFilter {
+            ops: inner,
+            inner: current,
+            cq,
+            entry,
+            deferred: self,
+            stash: Mutex::new(Stash::default()),
+        });
+        f.ops.size = f.ops.size.min(std::mem::size_of::<ofi::fi_ops_cq>());
+        f.ops.read = Some(cq_read);
+        f.ops.readfrom = Some(cq_readfrom);
+        f.ops.readerr = Some(cq_readerr);
+        if inner.sread.is_some() {
+            f.ops.sread = Some(cq_sread);
+        }
+        if inner.sreadfrom.is_some() {
+            f.ops.sreadfrom = Some(cq_sreadfrom);
+        }
+        let f = Box::into_raw(f);
+        // SAFETY: the table is the filter's own field, which lives until the domain closes.
+        unsafe { (*cq).ops = &mut (*f).ops };
+        filters.push(f);
+        Some(f)
+    }
+
+    /// Frees the filters (the domain is closing: its CQs are closed).
+    pub fn release(&self) {
+        for f in self.filters.lock().drain(..) {
+            watcher::unwatch(f as usize);
+            // SAFETY: made by `filter`; its CQ is closed and the watcher let go of it.
+            drop(unsafe { Box::from_raw(f) });
+        }
+    }
+
+    /// Posts a deferred data operation on `ep` (trigger-able), taking over the caller's hold
+    /// of `completion` and of the endpoint ([`TriggerEp::hold_deferred`]) unless the core
+    /// answers -FI_EAGAIN (Err: try again, the holds stay the caller's). A post the core
+    /// refuses otherwise completes with an error at once.
+    ///
+    /// # Safety
+    /// `ep` is live; `op`'s buffers are the application's, live until completion.
+    pub unsafe fn post(
+        &self,
+        ep: &TriggerEp,
+        op: &mut Op,
+        flags: u64,
+        completion: Option<&'static dyn AnyCntr>,
+    ) -> Result<(), ()> {
+        let report = flags & ofi::FI_COMPLETION as u64 != 0;
+        let undo = if report {
+            Vec::new()
+        } else {
+            ep.counting(op.counted_as())
+        };
+        let rec = Box::new(Record {
+            app_context: op.context(),
+            completion: completion.map(|c| c as *const dyn AnyCntr),
+            report,
+            undo,
+            ep,
+        });
+        let key = &*rec as *const Record as usize;
+        let app_context = op.set_context(key as *mut c_void);
+        self.outstanding.lock().insert(key, rec);
+        self.live.fetch_add(1, Ordering::AcqRel);
+        for f in ep.filters() {
+            // SAFETY: the filters live until the domain closes, which cannot happen while
+            // this is outstanding; the watcher reads them through their CQs.
+            unsafe { watcher::watch(f as usize, watcher::target_of(&*f)) };
+        }
+        // SAFETY: caller's contract.
+        let ret =
+            unsafe { super::trigger::post(op, ep.ep, &ep.core, flags | ofi::FI_COMPLETION as u64) };
+        if ret == 0 {
+            return Ok(());
+        }
+        let rec = self.take(key);
+        op.set_context(app_context);
+        if ret == err::EAGAIN as isize {
+            return Err(());
+        }
+        fi_warn!(
+            EpData,
+            "the core refused a deferred operation whose threshold was met: {ret} \
+            (counted as an error of its completion counter)"
+        );
+        if let Some(rec) = rec {
+            // SAFETY: the holds were taken over.
+            unsafe { self.finish(rec, false, false) };
+        }
+        Ok(())
+    }
+
+    fn take(&self, key: usize) -> Option<Box<Record>> {
+        if self.live.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let rec = self.outstanding.lock().remove(&key)?;
+        self.live.fetch_sub(1, Ordering::AcqRel);
+        Some(rec)
+    }
+
+    /// A completion (`ok`) or error the core reported for `rec`; `counted`: the core moved
+    /// the endpoint counters for it (it did, for a completion it reports).
+    ///
+    /// # Safety
+    /// `rec` was outstanding: its counters are held or bound, its endpoint open.
+    unsafe fn finish(&self, rec: Box<Record>, ok: bool, counted: bool) {
+        // SAFETY: held since post.
+        if let Some(c) = rec.completion.map(|c| unsafe { &*c }) {
+            let _ = if ok { c.add(1) } else { c.add_err(1) };
+            c.release();
+        }
+        if counted {
+            for u in &rec.undo {
+                // SAFETY: bound to the endpoint, which is open (it waits for this record).
+                let u = unsafe { &**u };
+                // Wrapping: one back.
+                let _ = if ok {
+                    u.add(u64::MAX)
+                } else {
+                    u.add_err(u64::MAX)
+                };
+            }
+        }
+        // SAFETY: the endpoint waits for its deferred operations before it closes.
+        unsafe { &*rec.ep }.deferred_done();
+    }
+}
+
+impl Op {
+    /// Which endpoint counters the core counts the operation in (bind flags).
+    fn counted_as(&self) -> u64 {
+        (match self {
+            Op::Send(..) | Op::TSend(..) => ofi::FI_SEND,
+            Op::Recv(..) | Op::TRecv(..) => ofi::FI_RECV,
+            Op::Write(..) | Op::Atomic(..) => ofi::FI_WRITE,
+            Op::Read(..) | Op::Fetch(..) | Op::Compare(..) => ofi::FI_READ,
+        }) as u64
+    }
+}
+
+#[derive(Default)]
+struct Stash {
+    /// The application's entries read by rscntr (the watcher, or a read that met one of
+    /// rscntr's errors), with their source addresses, in order.
+    entries: VecDeque<(Vec<u8>, ofi::fi_addr_t)>,
+    /// The application's error entry read by rscntr, with its error data copied.
+    err: Option<(ofi::fi_cq_err_entry, Vec<u8>)>,
+    /// The error data handed out last (valid until the next read, as a core's).
+    err_data: Vec<u8>,
+}
+
+/// A CQ of a trigger-able endpoint, read through rscntr (see the module doc).
+#[repr(C)]
+pub struct CqFilter {
+    ops: ofi::fi_ops_cq,
+    inner: *const ofi::fi_ops_cq,
+    cq: *mut ofi::fid_cq,
+    entry: usize,
+    deferred: *const Deferred,
+    stash: Mutex<Stash>,
+}
+
+// SAFETY: the CQ and its table are the core's; the domain's Deferred outlives the filter.
+unsafe impl Send for CqFilter {}
+// SAFETY: as above; the stash is behind its lock.
+unsafe impl Sync for CqFilter {}
+
+std::thread_local! {
+    /// The filter whose core op this thread is inside: util's reads call `fi_cq_readfrom`
+    /// through the CQ's table, which is the filter's, and must get the core's own.
+    static INSIDE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+impl CqFilter {
+    /// # Safety
+    /// `cq`'s table is a filter's.
+    unsafe fn of<'a>(cq: *mut ofi::fid_cq) -> &'a CqFilter {
+        // SAFETY: `ops` is the first field (caller's contract).
+        unsafe { &*((*cq).ops as *const CqFilter) }
+    }
+
+    /// Runs a core op of this CQ, marking the thread as inside it.
+    fn core<R>(&self, op: impl FnOnce(&ofi::fi_ops_cq) -> R) -> R {
+        let prev = INSIDE.with(|i| i.replace(self as *const Self as usize));
+        let r = op(self.inner());
+        INSIDE.with(|i| i.set(prev));
+        r
+    }
+
+    /// The core's own table when this thread is inside a core op of this CQ (the core calls
+    /// itself through the CQ's table), else None.
+    fn reentered(&self) -> Option<&ofi::fi_ops_cq> {
+        (INSIDE.with(|i| i.get()) == self as *const Self as usize).then(|| self.inner())
+    }
+
+    fn inner(&self) -> &ofi::fi_ops_cq {
+        // SAFETY: the table the CQ had, static in the core (or a record of rscntr's that
+        // lives as long as the CQ).
+        unsafe { &*self.inner }
+    }
+
+    fn deferred(&self) -> &Deferred {
+        // SAFETY: the domain owns the filter.
+        unsafe { &*self.deferred }
+    }
+
+    /// Whether an entry's context is one of rscntr's; if so, counts it and says whether the
+    /// entry stays (FI_COMPLETION), rewriting its context to the application's.
+    ///
+    /// # Safety
+    /// `ctx` points at the entry's op_context.
+    unsafe fn take_ours(&self, ctx: *mut *mut c_void, ok: bool) -> Option<bool> {
+        // SAFETY: caller's contract.
+        let rec = self.deferred().take(unsafe { *ctx } as usize)?;
+        let report = rec.report;
+        // SAFETY: caller's contract.
+        unsafe { *ctx = rec.app_context };
+        // SAFETY: it was outstanding.
+        unsafe { self.deferred().finish(rec, ok, true) };
+        Some(report)
+    }
+
+    /// Reads from the core into `buf`, taking rscntr's entries out; `src` for readfrom.
+    /// Returns what the application gets.
+    ///
+    /// # Safety
+    /// `buf` holds `count` entries (and `src` NULL or `count` addresses).
+    unsafe fn read_core(
+        &self,
+        st: &mut Stash,
+        buf: *mut u8,
+        count: usize,
+        src: *mut ofi::fi_addr_t,
+    ) -> isize {
+        loop {
+            // SAFETY: the core's own read on its CQ.
+            let n = self.core(|inner| unsafe {
+                if src.is_null() {
+                    inner
+                        .read
+                        .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count))
+                } else {
+                    inner
+                        .readfrom
+                        .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count, src))
+                }
+            });
+            if n == err::EAVAIL as isize {
+                // SAFETY: as above.
+                if unsafe { self.take_core_error(st) } {
+                    continue;
+                }
+                return n;
+            }
+            if n <= 0 || self.deferred().outstanding() == 0 && st.entries.is_empty() {
+                return n;
+            }
+            let mut kept = 0usize;
+            for i in 0..n as usize {
+                // SAFETY: the core wrote n entries; op_context is the first field of each.
+                let e = unsafe { buf.add(i * self.entry) };
+                let keep = unsafe { self.take_ours(e.cast(), true) }.unwrap_or(true);
+                if keep {
+                    if kept != i {
+                        // SAFETY: within the n entries written.
+                        unsafe {
+                            std::ptr::copy(e, buf.add(kept * self.entry), self.entry);
+                            if !src.is_null() {
+                                *src.add(kept) = *src.add(i);
+                            }
+                        }
+                    }
+                    kept += 1;
+                }
+            }
+            if kept > 0 {
+                return kept as isize;
+            }
+        }
+    }
+
+    /// The core has an error entry: reads it; rscntr's is counted (true: read on), the
+    /// application's is kept for its readerr (false).
+    ///
+    /// # Safety
+    /// The CQ is open.
+    unsafe fn take_core_error(&self, st: &mut Stash) -> bool {
+        if st.err.is_some() {
+            return false;
+        }
+        // SAFETY: all-zero is a valid err entry (err_data_size 0: the core's own buffer).
+        let mut e: ofi::fi_cq_err_entry = unsafe { std::mem::zeroed() };
+        // SAFETY: the core's own readerr.
+        let n = self.core(|inner| unsafe { inner.readerr.map_or(0, |f| f(self.cq, &mut e, 0)) });
+        if n != 1 {
+            return false;
+        }
+        // SAFETY: a field of the entry just read.
+        if let Some(report) = unsafe { self.take_ours(&mut e.op_context, false) } {
+            if !report {
+                return true;
+            }
+        }
+        let data = if e.err_data.is_null() || e.err_data_size == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the core's buffer of err_data_size bytes, valid until its next read.
+            unsafe { std::slice::from_raw_parts(e.err_data.cast::<u8>(), e.err_data_size) }.to_vec()
+        };
+        st.err = Some((e, data));
+        false
+    }
+
+    /// What the application reads: kept entries first, then the core.
+    ///
+    /// # Safety
+    /// As [`CqFilter::read_core`].
+    unsafe fn read(&self, buf: *mut u8, count: usize, src: *mut ofi::fi_addr_t) -> isize {
+        if count == 0 || buf.is_null() {
+            // SAFETY: the core's own read, as asked (progress only).
+            return self.core(|inner| unsafe {
+                inner
+                    .read
+                    .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count))
+            });
+        }
+        let mut st = self.stash.lock();
+        if !st.entries.is_empty() {
+            let mut n = 0;
+            while n < count {
+                let Some((e, a)) = st.entries.pop_front() else {
+                    break;
+                };
+                // SAFETY: `buf` holds `count` entries of this size.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(e.as_ptr(), buf.add(n * self.entry), self.entry);
+                    if !src.is_null() {
+                        *src.add(n) = a;
+                    }
+                }
+                n += 1;
+            }
+            return n as isize;
+        }
+        if st.err.is_some() {
+            return err::EAVAIL as isize;
+        }
+        // SAFETY: caller's contract.
+        unsafe { self.read_core(&mut st, buf, count, src) }
+    }
+
+    /// The watcher's read: the application's entries go to the stash.
+    fn fill(&self) {
+        let mut st = self.stash.lock();
+        if st.err.is_some() {
+            return;
+        }
+        const N: usize = 16;
+        let mut buf = vec![0u8; N * self.entry];
+        let mut src = [0 as ofi::fi_addr_t; N];
+        let use_src = self.inner().readfrom.is_some();
+        let srcp = if use_src {
+            src.as_mut_ptr()
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: room for N entries and addresses.
+        let n = unsafe { self.read_core(&mut st, buf.as_mut_ptr(), N, srcp) };
+        for i in 0..n.max(0) as usize {
+            let e = buf[i * self.entry..(i + 1) * self.entry].to_vec();
+            st.entries
+                .push_back((e, if use_src { src[i] } else { FI_ADDR_NOTAVAIL }));
+        }
+    }
+
+    /// The application's readerr.
+    ///
+    /// # Safety
+    /// `out` is NULL or an err entry the application owns.
+    unsafe fn readerr(&self, out: *mut ofi::fi_cq_err_entry, flags: u64) -> isize {
+        // SAFETY: caller's contract.
+        let Some(out) = (unsafe { out.as_mut() }) else {
+            return err::EINVAL as isize;
+        };
+        let mut st = self.stash.lock();
+        if st.err.is_none() {
+            // SAFETY: the CQ is open.
+            while unsafe { self.take_core_error(&mut st) } {}
+        }
+        let Some((e, data)) = st.err.take() else {
+            return err::EAGAIN as isize;
+        };
+        let (buf, size) = (out.err_data, out.err_data_size);
+        *out = e;
+        if size > 0 && !buf.is_null() {
+            let n = size.min(data.len());
+            // SAFETY: the application's buffer of `size` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), n) };
+            out.err_data = buf;
+            out.err_data_size = n;
+        } else {
+            st.err_data = data;
+            out.err_data = if st.err_data.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                st.err_data.as_mut_ptr().cast()
+            };
+            out.err_data_size = st.err_data.len();
+        }
+        let _ = flags;
+        1
+    }
+}
+
+impl Watched for CqFilter {
+    fn poll(&self) -> bool {
+        if self.deferred().outstanding() == 0 {
+            return false;
+        }
+        self.fill();
+        true
+    }
+    fn wake(&self) -> Wake<'_> {
+        Wake::After(POLL_MAX)
+    }
+}
+
+unsafe extern "C" fn cq_read(cq: *mut ofi::fid_cq, buf: *mut c_void, count: usize) -> isize {
+    crate::ffi_boundary! {
+        // SAFETY: only filtered CQs reach this op.
+        let f = unsafe { CqFilter::of(cq) };
+        if let Some(inner) = f.reentered() {
+            // SAFETY: the core calling its own op.
+            return unsafe { inner.read.map_or(err::ENOSYS as isize, |r| r(cq, buf, count)) };
+        }
+        // SAFETY: the application's buffer.
+        unsafe { f.read(buf.cast(), count, std::ptr::null_mut()) }
+    }
+}
+
+unsafe extern "C" fn cq_readfrom(
+    cq: *mut ofi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut ofi::fi_addr_t,
+) -> isize {
+    crate::ffi_boundary! {
+        // SAFETY: only filtered CQs reach this op.
+        let f = unsafe { CqFilter::of(cq) };
+        if let Some(inner) = f.reentered() {
+            // SAFETY: the core calling its own op.
+            return unsafe { inner.readfrom.map_or(err::ENOSYS as isize, |r| r(cq, buf, count, src)) };
+        }
+        // SAFETY: the application's buffers.
+        unsafe { f.read(buf.cast(), count, src) }
+    }
+}
+
+unsafe extern "C" fn cq_readerr(
+    cq: *mut ofi::fid_cq,
+    buf: *mut ofi::fi_cq_err_entry,
+    flags: u64,
+) -> isize {
+    crate::ffi_boundary! {
+        // SAFETY: only filtered CQs reach this op.
+        let f = unsafe { CqFilter::of(cq) };
+        if let Some(inner) = f.reentered() {
+            // SAFETY: the core calling its own op.
+            return unsafe { inner.readerr.map_or(err::ENOSYS as isize, |r| r(cq, buf, flags)) };
+        }
+        // SAFETY: the application's entry.
+        unsafe { f.readerr(buf, flags) }
+    }
+}
+
+/// The blocking reads: the core's own wait, then the filter; rscntr's entries never reach
+/// the application, so a wake-up that only brought those waits again.
+unsafe fn sread_with(
+    cq: *mut ofi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut ofi::fi_addr_t,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: only filtered CQs reach this op.
+    let f = unsafe { CqFilter::of(cq) };
+    if let Some(inner) = f.reentered() {
+        // SAFETY: the core calling its own op.
+        return unsafe {
+            match (src.is_null(), inner.sread, inner.sreadfrom) {
+                (true, Some(s), _) => s(cq, buf, count, cond, timeout),
+                (false, _, Some(s)) => s(cq, buf, count, src, cond, timeout),
+                _ => err::ENOSYS as isize,
+            }
+        };
+    }
+    let deadline =
+        (timeout >= 0).then(|| std::time::Instant::now() + Duration::from_millis(timeout as u64));
+    loop {
+        // SAFETY: the application's buffers.
+        let n = unsafe { f.read(buf.cast(), count, src) };
+        if n != err::EAGAIN as isize {
+            return n;
+        }
+        let left = match deadline {
+            None => -1,
+            Some(d) => {
+                let now = std::time::Instant::now();
+                if now >= d {
+                    return err::EAGAIN as isize;
+                }
+                (d - now).as_millis().clamp(1, i32::MAX as u128) as c_int
+            }
+        };
+        // Sleep in the core's own wait for at most 1 ms, without reading anything (count 0
+        // is not portable: read one entry into a scratch buffer, kept for the application).
+        let short = if left < 0 { 1 } else { left.min(1) };
+        let mut scratch = vec![0u8; f.entry];
+        let mut a: ofi::fi_addr_t = FI_ADDR_NOTAVAIL;
+        // SAFETY: the core's own sread into our scratch entry.
+        let got = f.core(|inner| unsafe {
+            match (inner.sreadfrom, inner.sread) {
+                (Some(sf), _) => sf(cq, scratch.as_mut_ptr().cast(), 1, &mut a, cond, short),
+                (None, Some(s)) => s(cq, scratch.as_mut_ptr().cast(), 1, cond, short),
+                _ => err::ENOSYS as isize,
+            }
+        });
+        if got == err::ENOSYS as isize {
+            return got;
+        }
+        if got == 1 {
+            let mut st = f.stash.lock();
+            // SAFETY: op_context is the entry's first field.
+            let keep = unsafe { f.take_ours(scratch.as_mut_ptr().cast(), true) }.unwrap_or(true);
+            if keep {
+                st.entries.push_back((scratch, a));
+            }
+        } else if got == err::EAVAIL as isize {
+            let mut st = f.stash.lock();
+            // SAFETY: the CQ is open.
+            while unsafe { f.take_core_error(&mut st) } {}
+        } else if got < 0 && got != err::EAGAIN as isize && got != err::ETIMEDOUT as isize {
+            return got;
+        }
+    }
+}
+
+unsafe extern "C" fn cq_sread(
+    cq: *mut ofi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    crate::ffi_boundary! {
+        // SAFETY: forwarded.
+        unsafe { sread_with(cq, buf, count, std::ptr::null_mut(), cond, timeout) }
+    }
+}
+
+unsafe extern "C" fn cq_sreadfrom(
+    cq: *mut ofi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut ofi::fi_addr_t,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    crate::ffi_boundary! {
+        // SAFETY: forwarded.
+        unsafe { sread_with(cq, buf, count, src, cond, timeout) }
+    }
+}
