@@ -21,11 +21,11 @@
  * | errors      | FI_TRIGGER|FI_INJECT, threshold.cntr NULL, another domain's counter, unknown   |
  * |             | event_type: -FI_EINVAL; FI_TRIGGER_XPU: -FI_ENOSYS; nothing queued             |
  * | cancel      | closing an endpoint / counter with unfired triggered ops: -FI_EBUSY;           |
- * |             | fi_cancel removes one (0, no CQ entry) and then both close                     |
+ * |             | fi_cancel removes one (0, one FI_ECANCELED error entry) and then both close    |
  * | work        | FI_QUEUE_WORK with FI_OP_CNTR_SET / FI_OP_CNTR_ADD: deferred, already met,     |
  * |             | errors count, completion_cntr / unknown op_type / NULL triggering_cntr refused,|
  * |             | FI_CANCEL_WORK (0, then -FI_ENOENT), FI_FLUSH_WORK, a chain of three works     |
- * | data work   | (only with RSCNTR_TEST_DEFERRED_DATA=1) FI_OP_SEND/RECV/TSEND/TRECV/WRITE/READ/|
+ * | data work   | FI_OP_SEND/RECV/TSEND/TRECV/WRITE/READ/                                        |
  * |             | ATOMIC: completion_cntr +1 each, no CQ entry, bound counters unmoved, unless   |
  * |             | FI_COMPLETION                                                                 |
  * | stress      | 4 threads add 1 x 10000 while 200 deferred FI_OP_CNTR_ADD (thresholds 1..40000 |
@@ -851,7 +851,11 @@ static void test_cancel(void)
 	CHECK_RET(fi_cancel(&ep2->fid, ctx), 0);
 	CHECK_RET(fi_cntr_add(c, 1), 0);
 	quiet(QUIET);
-	CHECK(cq_count(ctx) == 0, "the canceled triggered op left %d CQ entries", cq_count(ctx));
+	/* fi_endpoint(3): a canceled operation completes with an FI_ECANCELED error entry */
+	struct ent *ce = cq_find(ctx);
+	CHECK(cq_count(ctx) == 1 && ce && ce->err == FI_ECANCELED && (ce->flags & FI_SEND),
+	      "the canceled triggered op left %d CQ entries (err %d, flags %#" PRIx64 "), expected "
+	      "one FI_ECANCELED error entry", cq_count(ctx), ce ? ce->err : 0, ce ? ce->flags : 0);
 	CHECK_RET(fi_close(&ep2->fid), 0);
 	close_cntr(c);
 
@@ -865,7 +869,9 @@ static void test_cancel(void)
 	CHECK_RET(fi_cancel(&ep->fid, ctx), 0);
 	CHECK_RET(fi_cntr_add(c, 1), 0);
 	quiet(QUIET);
-	CHECK(cq_count(ctx) == 0 && cval(txc) == tx0, "the canceled op ran or completed");
+	ce = cq_find(ctx);
+	CHECK(cq_count(ctx) == 1 && ce && ce->err == FI_ECANCELED && cval(txc) == tx0,
+	      "the canceled op ran, or did not complete with one FI_ECANCELED error entry");
 	close_cntr(c);
 }
 
@@ -987,7 +993,7 @@ out:
 	close_cntr(c2);
 }
 
-/* Deferred data transfers (RSCNTR_TEST_DEFERRED_DATA=1). The op's context is the work's own
+/* Deferred data transfers. The op's context is the work's own
  * fi_context2, as fabtests rdm_deferred_wq uses it. */
 static void test_work_data(void)
 {
@@ -1376,10 +1382,7 @@ int main(void)
 	test_cancel();
 	settle();
 	test_work();
-	if (getenv("RSCNTR_TEST_DEFERRED_DATA") && !strcmp(getenv("RSCNTR_TEST_DEFERRED_DATA"), "1"))
-		test_work_data();
-	else
-		printf(NAME ": data work: skipped (set RSCNTR_TEST_DEFERRED_DATA=1)\n");
+	test_work_data();
 	settle();
 	test_stress();
 	settle();

@@ -335,7 +335,7 @@ unsafe fn bind_core_fid(
             // Deferred operations' completions are taken out of it (`deferred.rs`).
             // SAFETY: a CQ of this domain, just bound; the home outlives it.
             if let Some(f) = unsafe { (*b.home).deferred.filter(bfid.cast()) } {
-                t.bound_cq(f);
+                t.bound_cq(f, flags);
             }
         }
         return ret;

@@ -252,8 +252,9 @@ struct Stash {
     /// The application's entries read by rscntr (the watcher, or a read that met one of
     /// rscntr's errors), with their source addresses, in order.
     entries: VecDeque<(Vec<u8>, ofi::fi_addr_t)>,
-    /// The application's error entry read by rscntr, with its error data copied.
-    err: Option<(ofi::fi_cq_err_entry, Vec<u8>)>,
+    /// The application's error entries read (or made, for fi_cancel) by rscntr, with their
+    /// error data copied; a read returns -FI_EAVAIL while any wait.
+    errs: VecDeque<(ofi::fi_cq_err_entry, Vec<u8>)>,
     /// The error data handed out last (valid until the next read, as a core's).
     err_data: Vec<u8>,
 }
@@ -394,7 +395,7 @@ impl CqFilter {
     /// # Safety
     /// The CQ is open.
     unsafe fn take_core_error(&self, st: &mut Stash) -> bool {
-        if st.err.is_some() {
+        if !st.errs.is_empty() {
             return false;
         }
         // SAFETY: all-zero is a valid err entry (err_data_size 0: the core's own buffer).
@@ -416,8 +417,20 @@ impl CqFilter {
             // SAFETY: the core's buffer of err_data_size bytes, valid until its next read.
             unsafe { std::slice::from_raw_parts(e.err_data.cast::<u8>(), e.err_data_size) }.to_vec()
         };
-        st.err = Some((e, data));
+        st.errs.push_back((e, data));
         false
+    }
+
+    /// Queues an error entry of rscntr's own for the application (a cancelled operation).
+    pub fn push_error(&self, context: *mut c_void, flags: u64, err: c_int) {
+        // SAFETY: all-zero is a valid err entry.
+        let mut e: ofi::fi_cq_err_entry = unsafe { std::mem::zeroed() };
+        e.op_context = context;
+        e.flags = flags;
+        e.err = err;
+        e.prov_errno = -err;
+        e.src_addr = FI_ADDR_NOTAVAIL;
+        self.stash.lock().errs.push_back((e, Vec::new()));
     }
 
     /// What the application reads: kept entries first, then the core.
@@ -451,7 +464,7 @@ impl CqFilter {
             }
             return n as isize;
         }
-        if st.err.is_some() {
+        if !st.errs.is_empty() {
             return err::EAVAIL as isize;
         }
         // SAFETY: caller's contract.
@@ -461,7 +474,7 @@ impl CqFilter {
     /// The watcher's read: the application's entries go to the stash.
     fn fill(&self) {
         let mut st = self.stash.lock();
-        if st.err.is_some() {
+        if !st.errs.is_empty() {
             return;
         }
         const N: usize = 16;
@@ -492,11 +505,11 @@ impl CqFilter {
             return err::EINVAL as isize;
         };
         let mut st = self.stash.lock();
-        if st.err.is_none() {
+        if st.errs.is_empty() {
             // SAFETY: the CQ is open.
             while unsafe { self.take_core_error(&mut st) } {}
         }
-        let Some((e, data)) = st.err.take() else {
+        let Some((e, data)) = st.errs.pop_front() else {
             return err::EAGAIN as isize;
         };
         let (buf, size) = (out.err_data, out.err_data_size);

@@ -49,7 +49,7 @@ pub struct TriggerEp {
     home: *const CoreHome,
     /// Contexts of the triggered operations queued here and not started, with the counter
     /// each waits on (for fi_cancel, and so that the endpoint cannot close under them).
-    queued: Mutex<Vec<(usize, *const dyn AnyCntr)>>,
+    queued: Mutex<Vec<(usize, *const dyn AnyCntr, u64)>>,
     /// Open aliases of the endpoint (`alias.rs`): it cannot close under them.
     pub aliases: AtomicUsize,
     /// Triggered operations being posted (taken off `queued`): a close waits for them.
@@ -59,8 +59,9 @@ pub struct TriggerEp {
     deferred: AtomicUsize,
     /// The rscntr counters bound to the endpoint, with their bind flags.
     bound: Mutex<Vec<(*const dyn AnyCntr, u64)>>,
-    /// The filters of the CQs bound to the endpoint (`deferred.rs`).
-    cqs: Mutex<Vec<*mut CqFilter>>,
+    /// The filters of the CQs bound to the endpoint (`deferred.rs`), with the bind's
+    /// FI_TRANSMIT / FI_RECV.
+    cqs: Mutex<Vec<(*mut CqFilter, u64)>>,
 }
 
 // SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (which
@@ -192,12 +193,15 @@ impl TriggerEp {
         self.bound.lock().push((c, flags));
     }
 
-    /// A CQ was bound to the endpoint; its filter.
-    pub fn bound_cq(&self, f: *mut CqFilter) {
-        let mut cqs = self.cqs.lock();
-        if !cqs.contains(&f) {
-            cqs.push(f);
-        }
+    /// A CQ was bound to the endpoint with `flags`; its filter.
+    pub fn bound_cq(&self, f: *mut CqFilter, flags: u64) {
+        let dirs = (ofi::FI_TRANSMIT | ofi::FI_RECV) as u64;
+        let flags = if flags & dirs == 0 {
+            dirs
+        } else {
+            flags & dirs
+        };
+        self.cqs.lock().push((f, flags));
     }
 
     /// The counters bound for any of `flags` (FI_SEND, FI_RECV, FI_READ, FI_WRITE): those
@@ -213,12 +217,21 @@ impl TriggerEp {
     }
 
     pub fn filters(&self) -> Vec<*mut CqFilter> {
-        self.cqs.lock().clone()
+        self.cqs.lock().iter().map(|(f, _)| *f).collect()
+    }
+
+    /// The filter of the CQ bound for `dir` (FI_TRANSMIT or FI_RECV).
+    fn filter_for(&self, dir: u32) -> Option<*mut CqFilter> {
+        self.cqs
+            .lock()
+            .iter()
+            .find(|(_, d)| d & dir as u64 != 0)
+            .map(|(f, _)| *f)
     }
 
     fn unlist(&self, key: usize) {
         let mut queued = self.queued.lock();
-        if let Some(i) = queued.iter().position(|(k, _)| *k == key) {
+        if let Some(i) = queued.iter().position(|(k, ..)| *k == key) {
             queued.swap_remove(i);
         }
     }
@@ -235,18 +248,32 @@ impl TriggerEp {
         }
     }
 
-    /// fi_cancel of a triggered operation not started yet: it is taken out (no completion is
-    /// written: the core's CQ is the core's). `None` if `context` is not queued here.
+    /// fi_cancel of a triggered operation not started yet: it is taken out, and an
+    /// FI_ECANCELED error entry goes to the CQ bound for its direction (fi_endpoint(3)).
+    /// `None` if `context` is not queued here.
     pub fn cancel(&self, context: *mut c_void) -> Option<isize> {
-        let cntr = {
+        let (cntr, flags) = {
             let queued = self.queued.lock();
-            queued.iter().find(|(k, _)| *k == context as usize)?.1
+            let q = queued.iter().find(|(k, ..)| *k == context as usize)?;
+            (q.1, q.2)
         };
         let tag = self.tag(context);
         // SAFETY: held by the queued work (see Triggered), which only cancel or start drops.
         let n = unsafe { &*cntr }.cancel_work(&mut |t| t == tag);
-        // 0: it started meanwhile; the core has it now.
-        Some(if n > 0 { 0 } else { err::ENOENT as isize })
+        if n == 0 {
+            // It started meanwhile; the core has it now.
+            return Some(err::ENOENT as isize);
+        }
+        let dir = if flags & ofi::FI_RECV as u64 != 0 {
+            ofi::FI_RECV
+        } else {
+            ofi::FI_TRANSMIT
+        };
+        if let Some(f) = self.filter_for(dir) {
+            // SAFETY: the filters live until the domain closes, after this endpoint.
+            unsafe { &*f }.push_error(context, flags, ofi::FI_ECANCELED as i32);
+        }
+        Some(0)
     }
 
     /// Submits an operation flagged FI_TRIGGER: checks its triggered context and queues a
@@ -267,9 +294,10 @@ impl TriggerEp {
             Err(e) => return e as isize,
         };
         cntr.hold();
+        let completion = op.completion_flags();
         self.queued
             .lock()
-            .push((context as usize, cntr as *const dyn AnyCntr));
+            .push((context as usize, cntr as *const dyn AnyCntr, completion));
         let work = Triggered {
             op,
             flags: flags & !FI_TRIGGER,
@@ -379,7 +407,9 @@ impl Work for Triggered {
             // Back on the lists (held again before the use ends), to be tried again.
             cntr.hold();
             cntr.end_use();
-            ep.queued.lock().push((key, self.cntr));
+            ep.queued
+                .lock()
+                .push((key, self.cntr, self.op.completion_flags()));
             self.listed = true;
             ep.busy.fetch_sub(1, Ordering::SeqCst);
             return Started::Again;
@@ -548,6 +578,20 @@ impl Op {
             Op::Atomic(a) | Op::Fetch(a, _) | Op::Compare(a, ..) => &mut a.0.context,
         };
         std::mem::replace(slot, context)
+    }
+
+    /// The flags a completion of the operation carries (fi_cq(3)).
+    pub fn completion_flags(&self) -> u64 {
+        (match self {
+            Op::Send(..) => ofi::FI_MSG | ofi::FI_SEND,
+            Op::Recv(..) => ofi::FI_MSG | ofi::FI_RECV,
+            Op::TSend(..) => ofi::FI_TAGGED | ofi::FI_SEND,
+            Op::TRecv(..) => ofi::FI_TAGGED | ofi::FI_RECV,
+            Op::Read(..) => ofi::FI_RMA | ofi::FI_READ,
+            Op::Write(..) => ofi::FI_RMA | ofi::FI_WRITE,
+            Op::Atomic(..) => ofi::FI_ATOMIC | ofi::FI_WRITE,
+            Op::Fetch(..) | Op::Compare(..) => ofi::FI_ATOMIC | ofi::FI_READ,
+        }) as u64
     }
 
     /// The application's context of the operation.
