@@ -193,7 +193,7 @@ impl Deferred {
         );
         if let Some(rec) = rec {
             // SAFETY: the holds were taken over.
-            unsafe { self.finish(rec, false, false) };
+            unsafe { self.finish(&rec, false, false) };
         }
         Ok(())
     }
@@ -212,7 +212,7 @@ impl Deferred {
     ///
     /// # Safety
     /// `rec` was outstanding: its counters are held or bound, its endpoint open.
-    unsafe fn finish(&self, rec: Box<Record>, ok: bool, counted: bool) {
+    unsafe fn finish(&self, rec: &Record, ok: bool, counted: bool) {
         // SAFETY: held since post.
         if let Some(c) = rec.completion.map(|c| unsafe { &*c }) {
             let _ = if ok { c.add(1) } else { c.add_err(1) };
@@ -326,7 +326,7 @@ impl CqFilter {
         // SAFETY: caller's contract.
         unsafe { *ctx = rec.app_context };
         // SAFETY: it was outstanding.
-        unsafe { self.deferred().finish(rec, ok, true) };
+        unsafe { self.deferred().finish(&rec, ok, true) };
         Some(report)
     }
 
@@ -406,10 +406,8 @@ impl CqFilter {
             return false;
         }
         // SAFETY: a field of the entry just read.
-        if let Some(report) = unsafe { self.take_ours(&mut e.op_context, false) } {
-            if !report {
-                return true;
-            }
+        if unsafe { self.take_ours(&mut e.op_context, false) } == Some(false) {
+            return true;
         }
         let data = if e.err_data.is_null() || e.err_data_size == 0 {
             Vec::new()
