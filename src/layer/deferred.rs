@@ -18,7 +18,7 @@
 //! CQs of other endpoints, and all CQs while nothing deferred is outstanding, pay one atomic
 //! load per read.
 
-use super::trigger::{Op, TriggerEp};
+use super::op::{CoreOps, Op};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
 use crate::engine::Wake;
@@ -44,8 +44,21 @@ pub struct Record {
     report: bool,
     /// The endpoint counters the core counts this operation in (to move back).
     undo: Vec<*const dyn AnyCntr>,
-    /// The trigger-able endpoint, which cannot close while this is outstanding.
-    ep: *const TriggerEp,
+    /// The endpoint's count of deferred operations naming it, which keeps it from closing.
+    ep_refs: *const AtomicUsize,
+}
+
+/// The endpoint a deferred operation is posted on, as `deferred.rs` needs it (made by the
+/// trigger-able endpoint).
+pub struct Target<'a> {
+    pub ep: *mut ofi::fid_ep,
+    pub core: &'a CoreOps,
+    /// The rscntr counters bound to the endpoint, with their bind flags.
+    pub bound: Vec<(*const dyn AnyCntr, u64)>,
+    /// The filters of the endpoint's CQs.
+    pub filters: Vec<*mut CqFilter>,
+    /// Its count of deferred operations, held by the caller for this one.
+    pub refs: &'a AtomicUsize,
 }
 
 /// The deferred operations of one domain, and its filtered CQs.
@@ -139,45 +152,47 @@ impl Deferred {
         }
     }
 
-    /// Posts a deferred data operation on `ep` (trigger-able), taking over the caller's hold
-    /// of `completion` and of the endpoint ([`TriggerEp::hold_deferred`]) unless the core
-    /// answers -FI_EAGAIN (Err: try again, the holds stay the caller's). A post the core
+    /// Posts a deferred data operation on `ep`, taking over the caller's hold of `completion`
+    /// and of the endpoint (`ep.refs`) unless the core answers -FI_EAGAIN (Err: try again, the holds stay the caller's). A post the core
     /// refuses otherwise completes with an error at once.
     ///
     /// # Safety
     /// `ep` is live; `op`'s buffers are the application's, live until completion.
     pub unsafe fn post(
         &self,
-        ep: &TriggerEp,
+        ep: &Target<'_>,
         op: &mut Op,
         flags: u64,
         completion: Option<&'static dyn AnyCntr>,
     ) -> Result<(), ()> {
         let report = flags & ofi::FI_COMPLETION as u64 != 0;
-        let undo = if report {
-            Vec::new()
-        } else {
-            ep.counting(op.counted_as())
-        };
+        let counted_as = op.counted_as();
+        let mut undo: Vec<*const dyn AnyCntr> = Vec::new();
+        if !report {
+            for (c, f) in &ep.bound {
+                if f & counted_as != 0 && !undo.iter().any(|u| std::ptr::addr_eq(*u, *c)) {
+                    undo.push(*c);
+                }
+            }
+        }
         let rec = Box::new(Record {
             app_context: op.context(),
             completion: completion.map(|c| c as *const dyn AnyCntr),
             report,
             undo,
-            ep,
+            ep_refs: ep.refs,
         });
         let key = &*rec as *const Record as usize;
         let app_context = op.set_context(key as *mut c_void);
         self.outstanding.lock().insert(key, rec);
         self.live.fetch_add(1, Ordering::AcqRel);
-        for f in ep.filters() {
+        for &f in &ep.filters {
             // SAFETY: the filters live until the domain closes, which cannot happen while
             // this is outstanding; the watcher reads them through their CQs.
             unsafe { watcher::watch(f as usize, watcher::target_of(&*f)) };
         }
         // SAFETY: caller's contract.
-        let ret =
-            unsafe { super::trigger::post(op, ep.ep, &ep.core, flags | ofi::FI_COMPLETION as u64) };
+        let ret = unsafe { super::op::post(op, ep.ep, ep.core, flags | ofi::FI_COMPLETION as u64) };
         if ret == 0 {
             return Ok(());
         }
@@ -231,19 +246,7 @@ impl Deferred {
             }
         }
         // SAFETY: the endpoint waits for its deferred operations before it closes.
-        unsafe { &*rec.ep }.deferred_done();
-    }
-}
-
-impl Op {
-    /// Which endpoint counters the core counts the operation in (bind flags).
-    fn counted_as(&self) -> u64 {
-        (match self {
-            Op::Send(..) | Op::TSend(..) => ofi::FI_SEND,
-            Op::Recv(..) | Op::TRecv(..) => ofi::FI_RECV,
-            Op::Write(..) | Op::Atomic(..) => ofi::FI_WRITE,
-            Op::Read(..) | Op::Fetch(..) | Op::Compare(..) => ofi::FI_READ,
-        }) as u64
+        unsafe { &*rec.ep_refs }.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

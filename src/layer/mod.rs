@@ -12,6 +12,10 @@
 //! - `home.rs`: the counters' home in a layered domain, with the core domain;
 //! - `feed.rs`: a bound counter's core counter, taking in its counts, arming it;
 //! - `cq.rs`: CQ wait objects a core lacks;
+//! - `trigger.rs`, `op.rs`, `alias.rs`: triggered operations on FI_TRIGGER endpoints, the
+//!   operations as rscntr holds them, aliases;
+//! - `work.rs`, `deferred.rs`: the deferred work queue, and the CQ filter that keeps deferred
+//!   completions from the application;
 //! - `bind.rs`: rscntr's bind on core endpoints and MRs;
 //! - `interpose.rs`: what the interposed opens and closes share (the core's info, patching the
 //!   new object, freeing rscntr's record only once the core closed the object);
@@ -27,6 +31,7 @@ mod feed;
 mod getinfo;
 mod home;
 mod interpose;
+mod op;
 mod trigger;
 mod wait;
 mod work;

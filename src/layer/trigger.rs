@@ -8,13 +8,12 @@
 //! endpoints keep the core's tables untouched.
 //!
 //! - [`TriggerEp`]: a trigger-able endpoint's tables and queued work;
-//! - [`Op`]: one operation, copied out of the application's structures (which it may reuse
-//!   once the call returns; only buffers and the context must stay);
-//! - [`post`]: the core call for an [`Op`];
+//! - the operations themselves, copied, and their posting: `op.rs`;
 //! - aliases (`fi_ep_alias`): in `alias.rs`.
 
-use super::deferred::CqFilter;
+use super::deferred::{CqFilter, Target};
 use super::home::CoreHome;
+use super::op::{CoreOps, Fetch, Op, post};
 use crate::boundary::ffi::err;
 use crate::cntr::{self, AnyCntr};
 use crate::engine::{Started, Tag, Work};
@@ -24,15 +23,6 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const FI_TRIGGER: u64 = ofi::FI_TRIGGER as u64;
-
-/// The core's tables of a trigger-able endpoint.
-#[derive(Clone, Copy)]
-pub struct CoreOps {
-    pub msg: *const ofi::fi_ops_msg,
-    pub tagged: *const ofi::fi_ops_tagged,
-    pub rma: *const ofi::fi_ops_rma,
-    pub atomic: *const ofi::fi_ops_atomic,
-}
 
 /// A trigger-able endpoint: rscntr's copies of the core's data tables (the endpoint's table
 /// pointers point into this record, so an op finds it from its `ep` argument), the core's,
@@ -204,20 +194,15 @@ impl TriggerEp {
         self.cqs.lock().push((f, flags));
     }
 
-    /// The counters bound for any of `flags` (FI_SEND, FI_RECV, FI_READ, FI_WRITE): those
-    /// the core counts such an operation in.
-    pub fn counting(&self, flags: u64) -> Vec<*const dyn AnyCntr> {
-        let mut out: Vec<*const dyn AnyCntr> = Vec::new();
-        for (c, f) in self.bound.lock().iter() {
-            if f & flags != 0 && !out.iter().any(|o| std::ptr::addr_eq(*o, *c)) {
-                out.push(*c);
-            }
+    /// The endpoint as a deferred operation posted on it needs it (`deferred.rs`).
+    pub fn target(&self) -> Target<'_> {
+        Target {
+            ep: self.ep,
+            core: &self.core,
+            bound: self.bound.lock().clone(),
+            filters: self.cqs.lock().iter().map(|(f, _)| *f).collect(),
+            refs: &self.deferred,
         }
-        out
-    }
-
-    pub fn filters(&self) -> Vec<*mut CqFilter> {
-        self.cqs.lock().iter().map(|(f, _)| *f).collect()
     }
 
     /// The filter of the CQ bound for `dir` (FI_TRANSMIT or FI_RECV).
@@ -437,228 +422,6 @@ impl Drop for Triggered {
         unsafe { &*self.ep }.unlist(self.op.context() as usize);
         // SAFETY: held since submit.
         unsafe { &*self.cntr }.release();
-    }
-}
-
-/// Copies `n` elements from `p` (NULL or `n` valid elements).
-///
-/// # Safety
-/// As stated.
-unsafe fn copied<T: Copy>(p: *const T, n: usize) -> Vec<T> {
-    if p.is_null() || n == 0 {
-        return Vec::new();
-    }
-    // SAFETY: caller's contract.
-    unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
-}
-
-fn ptr_of<T>(v: &[T]) -> *mut T {
-    if v.is_empty() {
-        std::ptr::null_mut()
-    } else {
-        v.as_ptr() as *mut T
-    }
-}
-
-/// Descriptor arrays: NULL stays NULL.
-type Descs = Vec<*mut c_void>;
-
-/// One data operation with every array it points to copied; the message structs point into
-/// the copies (a Vec's buffer stays put when the Vec moves), which are read only through them.
-#[allow(dead_code)]
-pub enum Op {
-    Send(ofi::fi_msg, Vec<libc::iovec>, Descs),
-    Recv(ofi::fi_msg, Vec<libc::iovec>, Descs),
-    TSend(ofi::fi_msg_tagged, Vec<libc::iovec>, Descs),
-    TRecv(ofi::fi_msg_tagged, Vec<libc::iovec>, Descs),
-    Read(
-        ofi::fi_msg_rma,
-        Vec<libc::iovec>,
-        Descs,
-        Vec<ofi::fi_rma_iov>,
-    ),
-    Write(
-        ofi::fi_msg_rma,
-        Vec<libc::iovec>,
-        Descs,
-        Vec<ofi::fi_rma_iov>,
-    ),
-    Atomic(Atomic),
-    Fetch(Atomic, Fetch),
-    Compare(Atomic, Fetch, Fetch),
-}
-
-#[allow(dead_code)]
-pub struct Atomic(
-    ofi::fi_msg_atomic,
-    Vec<ofi::fi_ioc>,
-    Descs,
-    Vec<ofi::fi_rma_ioc>,
-);
-/// A result or compare buffer list of a fetch or compare atomic.
-pub struct Fetch(Vec<ofi::fi_ioc>, Descs);
-
-impl Fetch {
-    /// # Safety
-    /// `iov`/`desc` NULL or `count` valid elements.
-    pub unsafe fn copy(iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize) -> Fetch {
-        // SAFETY: caller's contract.
-        unsafe { Fetch(copied(iov, count), copied(desc, count)) }
-    }
-}
-
-macro_rules! copy_iov_msg {
-    ($msg:expr, $iov:ty) => {{
-        let mut m = *$msg;
-        let iov: Vec<$iov> = copied(m.msg_iov, m.iov_count);
-        let desc: Descs = copied(m.desc, m.iov_count);
-        m.msg_iov = ptr_of(&iov);
-        m.desc = ptr_of(&desc);
-        (m, iov, desc)
-    }};
-}
-
-impl Op {
-    /// # Safety
-    /// `msg` is a valid message (its arrays hold `iov_count` elements, `desc` NULL or as many).
-    pub unsafe fn msg(msg: &ofi::fi_msg, send: bool) -> Op {
-        // SAFETY: caller's contract.
-        let (m, iov, desc) = unsafe { copy_iov_msg!(msg, libc::iovec) };
-        if send {
-            Op::Send(m, iov, desc)
-        } else {
-            Op::Recv(m, iov, desc)
-        }
-    }
-
-    /// # Safety
-    /// As [`Op::msg`].
-    pub unsafe fn tagged(msg: &ofi::fi_msg_tagged, send: bool) -> Op {
-        // SAFETY: caller's contract.
-        let (m, iov, desc) = unsafe { copy_iov_msg!(msg, libc::iovec) };
-        if send {
-            Op::TSend(m, iov, desc)
-        } else {
-            Op::TRecv(m, iov, desc)
-        }
-    }
-
-    /// # Safety
-    /// As [`Op::msg`], and `rma_iov` holds `rma_iov_count` elements.
-    pub unsafe fn rma(msg: &ofi::fi_msg_rma, write: bool) -> Op {
-        // SAFETY: caller's contract.
-        let (mut m, iov, desc) = unsafe { copy_iov_msg!(msg, libc::iovec) };
-        // SAFETY: caller's contract.
-        let rma: Vec<ofi::fi_rma_iov> = unsafe { copied(m.rma_iov, m.rma_iov_count) };
-        m.rma_iov = ptr_of(&rma);
-        if write {
-            Op::Write(m, iov, desc, rma)
-        } else {
-            Op::Read(m, iov, desc, rma)
-        }
-    }
-
-    /// # Safety
-    /// As [`Op::rma`].
-    pub unsafe fn atomic(msg: &ofi::fi_msg_atomic) -> Atomic {
-        // SAFETY: caller's contract.
-        let (mut m, iov, desc) = unsafe { copy_iov_msg!(msg, ofi::fi_ioc) };
-        // SAFETY: caller's contract.
-        let rma: Vec<ofi::fi_rma_ioc> = unsafe { copied(m.rma_iov, m.rma_iov_count) };
-        m.rma_iov = ptr_of(&rma);
-        Atomic(m, iov, desc, rma)
-    }
-
-    /// Replaces the context the core gets; returns the previous one.
-    pub fn set_context(&mut self, context: *mut c_void) -> *mut c_void {
-        let slot = match self {
-            Op::Send(m, ..) | Op::Recv(m, ..) => &mut m.context,
-            Op::TSend(m, ..) | Op::TRecv(m, ..) => &mut m.context,
-            Op::Read(m, ..) | Op::Write(m, ..) => &mut m.context,
-            Op::Atomic(a) | Op::Fetch(a, _) | Op::Compare(a, ..) => &mut a.0.context,
-        };
-        std::mem::replace(slot, context)
-    }
-
-    /// The flags a completion of the operation carries (fi_cq(3)).
-    pub fn completion_flags(&self) -> u64 {
-        (match self {
-            Op::Send(..) => ofi::FI_MSG | ofi::FI_SEND,
-            Op::Recv(..) => ofi::FI_MSG | ofi::FI_RECV,
-            Op::TSend(..) => ofi::FI_TAGGED | ofi::FI_SEND,
-            Op::TRecv(..) => ofi::FI_TAGGED | ofi::FI_RECV,
-            Op::Read(..) => ofi::FI_RMA | ofi::FI_READ,
-            Op::Write(..) => ofi::FI_RMA | ofi::FI_WRITE,
-            Op::Atomic(..) => ofi::FI_ATOMIC | ofi::FI_WRITE,
-            Op::Fetch(..) | Op::Compare(..) => ofi::FI_ATOMIC | ofi::FI_READ,
-        }) as u64
-    }
-
-    /// The application's context of the operation.
-    pub fn context(&self) -> *mut c_void {
-        match self {
-            Op::Send(m, ..) | Op::Recv(m, ..) => m.context,
-            Op::TSend(m, ..) | Op::TRecv(m, ..) => m.context,
-            Op::Read(m, ..) | Op::Write(m, ..) => m.context,
-            Op::Atomic(a) | Op::Fetch(a, _) | Op::Compare(a, ..) => a.0.context,
-        }
-    }
-}
-
-/// Posts `op` to the core's `ep` with the core's tables: the core's return value (a missing
-/// op is -FI_ENOSYS).
-///
-/// # Safety
-/// `ep` is an open core endpoint and `core` its tables; `op`'s buffers are live.
-pub unsafe fn post(op: &Op, ep: *mut ofi::fid_ep, core: &CoreOps, flags: u64) -> isize {
-    const ENOSYS: isize = err::ENOSYS as isize;
-    // SAFETY: caller's contract; each table is NULL or the core's.
-    unsafe {
-        let (msg, tagged, rma, atomic) = (
-            core.msg.as_ref(),
-            core.tagged.as_ref(),
-            core.rma.as_ref(),
-            core.atomic.as_ref(),
-        );
-        match op {
-            Op::Send(m, ..) => msg
-                .and_then(|t| t.sendmsg)
-                .map_or(ENOSYS, |f| f(ep, m, flags)),
-            Op::Recv(m, ..) => msg
-                .and_then(|t| t.recvmsg)
-                .map_or(ENOSYS, |f| f(ep, m, flags)),
-            Op::TSend(m, ..) => tagged
-                .and_then(|t| t.sendmsg)
-                .map_or(ENOSYS, |f| f(ep, m, flags)),
-            Op::TRecv(m, ..) => tagged
-                .and_then(|t| t.recvmsg)
-                .map_or(ENOSYS, |f| f(ep, m, flags)),
-            Op::Read(m, ..) => rma
-                .and_then(|t| t.readmsg)
-                .map_or(ENOSYS, |f| f(ep, m, flags)),
-            Op::Write(m, ..) => rma
-                .and_then(|t| t.writemsg)
-                .map_or(ENOSYS, |f| f(ep, m, flags)),
-            Op::Atomic(a) => atomic
-                .and_then(|t| t.writemsg)
-                .map_or(ENOSYS, |f| f(ep, &a.0, flags)),
-            Op::Fetch(a, r) => atomic.and_then(|t| t.readwritemsg).map_or(ENOSYS, |f| {
-                f(ep, &a.0, ptr_of(&r.0), ptr_of(&r.1), r.0.len(), flags)
-            }),
-            Op::Compare(a, c, r) => atomic.and_then(|t| t.compwritemsg).map_or(ENOSYS, |f| {
-                f(
-                    ep,
-                    &a.0,
-                    ptr_of(&c.0),
-                    ptr_of(&c.1),
-                    c.0.len(),
-                    ptr_of(&r.0),
-                    ptr_of(&r.1),
-                    r.0.len(),
-                    flags,
-                )
-            }),
-        }
     }
 }
 

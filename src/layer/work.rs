@@ -11,7 +11,8 @@
 
 use super::bind;
 use super::home::CoreHome;
-use super::trigger::{Fetch, Op, TriggerEp, cntr_of};
+use super::op::{Fetch, Op};
+use super::trigger::{TriggerEp, cntr_of};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
 use crate::engine::{Started, Tag, Work};
@@ -376,7 +377,7 @@ impl Work for DataWork {
         // while its deferred operations are outstanding or queued.
         let (ep, deferred) = unsafe { (&*self.ep, &*self.deferred) };
         // SAFETY: the application's buffers, live until completion.
-        match unsafe { deferred.post(ep, &mut self.op, self.flags, self.completion) } {
+        match unsafe { deferred.post(&ep.target(), &mut self.op, self.flags, self.completion) } {
             Ok(()) => {
                 self.posted = true;
                 Started::Done
