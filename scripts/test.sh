@@ -295,6 +295,21 @@ bound_smoke() {
     [ $bad = 0 ]
 }
 
+# The trigger-latency benchmark keeps working: over shm and tcp;ofi_rxm both modes report
+# (tiny counts; timing not checked).
+trigger_smoke() {
+    local out core bad=0
+    gcc -O2 -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/trigger_lat.c -L"$LF_PREFIX/lib" \
+        -lfabric -lpthread -o target/trigger_lat || return 1
+    for core in shm "tcp;ofi_rxm"; do
+        out=$(LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core timeout 120 \
+              target/trigger_lat -p rscntr -n 30 2>&1)
+        echo "[$core] $out"
+        grep -q '^trig_us .* n=30$' <<<"$out" && grep -q '^app_us .* n=30$' <<<"$out" || bad=1
+    done
+    [ $bad = 0 ]
+}
+
 # FI_RSCNTR_CORE naming a provider that does not exist: -FI_ENODATA and a log line saying so.
 missing_core() {
     local out rc
@@ -445,6 +460,7 @@ step "FI_RSCNTR_CORE naming a missing provider" missing_core
 step "fi_rdm_rma_trigger: sockets directly, rscntr over sockets and over shm" rma_trigger_side_by_side
 step "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
 step "bound-counter benchmark smoke run (bench/bound_wake.c over each core; timing not checked)" bound_smoke
+step "trigger-latency benchmark smoke run (bench/trigger_lat.c over shm, tcp;ofi_rxm; timing not checked)" trigger_smoke
 step "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
 step "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
 step "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm
