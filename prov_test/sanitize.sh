@@ -80,6 +80,8 @@ valgrind)
     vg sockets shared_ctx   # the core keeps pointers into the info rscntr opened it with
     vg none faults
     vg none stress RSCNTR_STRESS_OPS=40000   # valgrind runs one thread at a time
+    vg shm trigger       # triggered operations, deferred work, the CQ filter
+    vg sockets trigger
     # fi_cntr_test passes vacuously when cntr_cnt is 0: demand its PASS line too
     fct() {
         local out rc
