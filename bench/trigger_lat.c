@@ -7,6 +7,12 @@
  * polled with fi_cntr_read, which drives the core's progress.
  *
  *   trigger_lat -p <provider> [-n samples] [-m trigger|app|both]
+ *   trigger_lat -p <provider> -m pp [-t 0|1] [-n iterations]
+ *
+ * -m pp: what an untriggered operation costs on an endpoint opened with FI_TRIGGER (-t 1)
+ * against one without (-t 0): fi_send to itself and the receive, both completions read from the
+ * CQ with fi_cq_read (which on an FI_TRIGGER endpoint goes through rscntr's CQ filter), n
+ * iterations after 1000 warm-up ones. Output: pp_ns <per iteration> n=<iterations> trigger=<t>
  *
  * The core is FI_RSCNTR_CORE's. Both modes run in one process, interleaved in blocks of 50, on
  * the same FI_THREAD_SAFE domain (the application's thread posts beside the main thread, as
@@ -119,19 +125,21 @@ static void report(const char *key, double *v, int n)
 int main(int argc, char **argv)
 {
 	const char *prov = "rscntr", *mode = "both";
-	int n = 500, op;
-	while ((op = getopt(argc, argv, "p:n:m:")) != -1) {
+	int n = 500, op, with_trigger = 1;
+	while ((op = getopt(argc, argv, "p:n:m:t:")) != -1) {
 		switch (op) {
 		case 'p': prov = optarg; break;
 		case 'n': n = atoi(optarg); break;
 		case 'm': mode = optarg; break;
+		case 't': with_trigger = atoi(optarg); break;
 		default: fprintf(stderr, "usage: trigger_lat -p prov [-n samples] [-m trigger|app|both]\n"); return 2;
 		}
 	}
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
 	hints->fabric_attr->prov_name = strdup(prov);
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_TRIGGER;
+	int pp_mode = !strcmp(mode, "pp");
+	hints->caps = FI_MSG | (with_trigger || !pp_mode ? FI_TRIGGER : 0);
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->threading = FI_THREAD_SAFE;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -163,6 +171,30 @@ int main(int argc, char **argv)
 	}
 	printf("info core=%s fabric=%s\n", getenv("FI_RSCNTR_CORE") ? getenv("FI_RSCNTR_CORE") : "auto",
 	       info->fabric_attr->name);
+	if (pp_mode) {
+		struct fi_cq_entry e[4];
+		uint64_t t0 = 0;
+		for (int i = 0; i < 1000 + n; i++) {
+			if (i == 1000)
+				t0 = now_ns();
+			while (fi_recv(ep, rx, SZ, NULL, FI_ADDR_UNSPEC, NULL) == -FI_EAGAIN)
+				;
+			while (fi_send(ep, tx, SZ, NULL, self, NULL) == -FI_EAGAIN)
+				(void) fi_cq_read(cq, e, 4);
+			int got = 0;
+			while (got < 2) {
+				ssize_t r = fi_cq_read(cq, e, 4);
+				if (r > 0)
+					got += (int) r;
+				else if (r != -FI_EAGAIN) {
+					printf("noresult cq_read=%zd\n", r);
+					return 1;
+				}
+			}
+		}
+		printf("pp_ns %.1f n=%d trigger=%d\n", (now_ns() - t0) / (double) n, n, with_trigger);
+		return 0;
+	}
 	pthread_t th;
 	pthread_create(&th, NULL, app_thread, NULL);
 	double *tv = calloc(n, sizeof(double)), *av_ = calloc(n, sizeof(double));

@@ -27,7 +27,7 @@ use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// libfabric's FI_ADDR_NOTAVAIL ((uint64_t) -1), a macro bindgen leaves out.
@@ -125,6 +125,7 @@ impl Deferred {
             entry,
             deferred: self,
             stash: Mutex::new(Stash::default()),
+            kept: AtomicBool::new(false),
         });
         f.ops.size = f.ops.size.min(std::mem::size_of::<ofi::fi_ops_cq>());
         f.ops.read = Some(cq_read);
@@ -250,6 +251,12 @@ impl Deferred {
     }
 }
 
+impl Stash {
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.errs.is_empty()
+    }
+}
+
 #[derive(Default)]
 struct Stash {
     /// The application's entries read by rscntr (the watcher, or a read that met one of
@@ -271,12 +278,40 @@ pub struct CqFilter {
     entry: usize,
     deferred: *const Deferred,
     stash: Mutex<Stash>,
+    /// Whether the stash holds anything (entries or errors), read without its lock: a read
+    /// with nothing kept and nothing deferred outstanding goes straight to the core.
+    kept: AtomicBool,
 }
 
 // SAFETY: the CQ and its table are the core's; the domain's Deferred outlives the filter.
 unsafe impl Send for CqFilter {}
 // SAFETY: as above; the stash is behind its lock.
 unsafe impl Sync for CqFilter {}
+
+/// The stash, locked; dropping it publishes whether anything is kept (before the unlock).
+struct Stashed<'a> {
+    guard: parking_lot::MutexGuard<'a, Stash>,
+    kept: &'a AtomicBool,
+}
+
+impl std::ops::Deref for Stashed<'_> {
+    type Target = Stash;
+    fn deref(&self) -> &Stash {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Stashed<'_> {
+    fn deref_mut(&mut self) -> &mut Stash {
+        &mut self.guard
+    }
+}
+
+impl Drop for Stashed<'_> {
+    fn drop(&mut self) {
+        self.kept.store(!self.guard.is_empty(), Ordering::Release);
+    }
+}
 
 std::thread_local! {
     /// The filter whose core op this thread is inside: util's reads call `fi_cq_readfrom`
@@ -290,6 +325,13 @@ impl CqFilter {
     unsafe fn of<'a>(cq: *mut ofi::fid_cq) -> &'a CqFilter {
         // SAFETY: `ops` is the first field (caller's contract).
         unsafe { &*((*cq).ops as *const CqFilter) }
+    }
+
+    fn stash(&self) -> Stashed<'_> {
+        Stashed {
+            guard: self.stash.lock(),
+            kept: &self.kept,
+        }
     }
 
     /// Runs a core op of this CQ, marking the thread as inside it.
@@ -368,28 +410,39 @@ impl CqFilter {
             if n <= 0 || self.deferred().outstanding() == 0 && st.entries.is_empty() {
                 return n;
             }
-            let mut kept = 0usize;
-            for i in 0..n as usize {
-                // SAFETY: the core wrote n entries; op_context is the first field of each.
-                let e = unsafe { buf.add(i * self.entry) };
-                let keep = unsafe { self.take_ours(e.cast(), true) }.unwrap_or(true);
-                if keep {
-                    if kept != i {
-                        // SAFETY: within the n entries written.
-                        unsafe {
-                            std::ptr::copy(e, buf.add(kept * self.entry), self.entry);
-                            if !src.is_null() {
-                                *src.add(kept) = *src.add(i);
-                            }
-                        }
-                    }
-                    kept += 1;
-                }
-            }
+            // SAFETY: the core wrote n entries.
+            let kept = unsafe { self.take_ours_from(buf, n as usize, src) };
             if kept > 0 {
                 return kept as isize;
             }
         }
+    }
+
+    /// Takes rscntr's entries out of the `n` the core wrote into `buf` (and `src`), moving the
+    /// application's up; how many are the application's.
+    ///
+    /// # Safety
+    /// `buf` holds `n` entries the core wrote (`src` NULL or `n` addresses).
+    unsafe fn take_ours_from(&self, buf: *mut u8, n: usize, src: *mut ofi::fi_addr_t) -> usize {
+        let mut kept = 0usize;
+        for i in 0..n {
+            // SAFETY: within the n entries; op_context is the first field of each.
+            let e = unsafe { buf.add(i * self.entry) };
+            let keep = unsafe { self.take_ours(e.cast(), true) }.unwrap_or(true);
+            if keep {
+                if kept != i {
+                    // SAFETY: within the n entries written.
+                    unsafe {
+                        std::ptr::copy(e, buf.add(kept * self.entry), self.entry);
+                        if !src.is_null() {
+                            *src.add(kept) = *src.add(i);
+                        }
+                    }
+                }
+                kept += 1;
+            }
+        }
+        kept
     }
 
     /// The core has an error entry: reads it; rscntr's is counted (true: read on), the
@@ -431,7 +484,7 @@ impl CqFilter {
         e.err = err;
         e.prov_errno = -err;
         e.src_addr = FI_ADDR_NOTAVAIL;
-        self.stash.lock().errs.push_back((e, Vec::new()));
+        self.stash().errs.push_back((e, Vec::new()));
     }
 
     /// What the application reads: kept entries first, then the core.
@@ -447,7 +500,66 @@ impl CqFilter {
                     .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count))
             });
         }
-        let mut st = self.stash.lock();
+        let mut st = self.stash();
+        self.read_locked(&mut st, buf, count, src)
+    }
+
+    /// The read while nothing is kept and nothing of rscntr's is outstanding: the core's own,
+    /// with no lock and no thread-local (a core that calls itself through the CQ's table comes
+    /// back here and gets the same); None when the filter must look (then nothing was read).
+    ///
+    /// # Safety
+    /// As [`CqFilter::read_core`].
+    #[inline]
+    unsafe fn fast_read(
+        &self,
+        buf: *mut u8,
+        count: usize,
+        src: *mut ofi::fi_addr_t,
+        from: bool,
+    ) -> Option<isize> {
+        if self.kept.load(Ordering::Acquire) || self.deferred().outstanding() != 0 {
+            return None;
+        }
+        let inner = self.inner();
+        // SAFETY: the core's own read on its CQ, into the application's buffers; readfrom
+        // stays readfrom (a core's read may call readfrom through the table, with NULL src).
+        let n = unsafe {
+            if !from {
+                inner
+                    .read
+                    .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count))
+            } else {
+                inner
+                    .readfrom
+                    .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count, src))
+            }
+        };
+        if n == err::EAVAIL as isize {
+            // An error entry: rscntr's or the application's, the locked way.
+            return None;
+        }
+        if n <= 0 || self.deferred().outstanding() == 0 {
+            return Some(n);
+        }
+        // A deferred operation was posted meanwhile: its entry may be among these.
+        // SAFETY: the core wrote n entries.
+        let kept = unsafe { self.take_ours_from(buf, n as usize, src) };
+        Some(if kept > 0 {
+            kept as isize
+        } else {
+            err::EAGAIN as isize
+        })
+    }
+
+    /// [`CqFilter::read`] with the stash locked.
+    fn read_locked(
+        &self,
+        st: &mut Stash,
+        buf: *mut u8,
+        count: usize,
+        src: *mut ofi::fi_addr_t,
+    ) -> isize {
         if !st.entries.is_empty() {
             let mut n = 0;
             while n < count {
@@ -468,13 +580,16 @@ impl CqFilter {
         if !st.errs.is_empty() {
             return err::EAVAIL as isize;
         }
-        // SAFETY: caller's contract.
-        unsafe { self.read_core(&mut st, buf, count, src) }
+        // SAFETY: the caller's contract (see read).
+        unsafe { self.read_core(st, buf, count, src) }
     }
 
     /// The watcher's read: the application's entries go to the stash.
     fn fill(&self) {
-        let mut st = self.stash.lock();
+        let mut st = self.stash();
+        // Marked kept before the core is read: a read that finds the mark clear reads the core
+        // before this does, so the application's entries keep their order.
+        self.kept.store(true, Ordering::Release);
         if !st.errs.is_empty() {
             return;
         }
@@ -505,7 +620,7 @@ impl CqFilter {
         let Some(out) = (unsafe { out.as_mut() }) else {
             return err::EINVAL as isize;
         };
-        let mut st = self.stash.lock();
+        let mut st = self.stash();
         if st.errs.is_empty() {
             // SAFETY: the CQ is open.
             while unsafe { self.take_core_error(&mut st) } {}
@@ -552,6 +667,10 @@ unsafe extern "C" fn cq_read(cq: *mut ofi::fid_cq, buf: *mut c_void, count: usiz
     crate::ffi_boundary! {
         // SAFETY: only filtered CQs reach this op.
         let f = unsafe { CqFilter::of(cq) };
+        // SAFETY: the application's buffer.
+        if let Some(n) = unsafe { f.fast_read(buf.cast(), count, std::ptr::null_mut(), false) } {
+            return n;
+        }
         if let Some(inner) = f.reentered() {
             // SAFETY: the core calling its own op.
             return unsafe { inner.read.map_or(err::ENOSYS as isize, |r| r(cq, buf, count)) };
@@ -570,6 +689,10 @@ unsafe extern "C" fn cq_readfrom(
     crate::ffi_boundary! {
         // SAFETY: only filtered CQs reach this op.
         let f = unsafe { CqFilter::of(cq) };
+        // SAFETY: the application's buffers.
+        if let Some(n) = unsafe { f.fast_read(buf.cast(), count, src, true) } {
+            return n;
+        }
         if let Some(inner) = f.reentered() {
             // SAFETY: the core calling its own op.
             return unsafe { inner.readfrom.map_or(err::ENOSYS as isize, |r| r(cq, buf, count, src)) };
@@ -653,14 +776,14 @@ unsafe fn sread_with(
             return got;
         }
         if got == 1 {
-            let mut st = f.stash.lock();
+            let mut st = f.stash();
             // SAFETY: op_context is the entry's first field.
             let keep = unsafe { f.take_ours(scratch.as_mut_ptr().cast(), true) }.unwrap_or(true);
             if keep {
                 st.entries.push_back((scratch, a));
             }
         } else if got == err::EAVAIL as isize {
-            let mut st = f.stash.lock();
+            let mut st = f.stash();
             // SAFETY: the CQ is open.
             while unsafe { f.take_core_error(&mut st) } {}
         } else if got < 0 && got != err::EAGAIN as isize && got != err::ETIMEDOUT as isize {
