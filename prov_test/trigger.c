@@ -28,6 +28,8 @@
  * | data work   | FI_OP_SEND/RECV/TSEND/TRECV/WRITE/READ/                                        |
  * |             | ATOMIC: completion_cntr +1 each, no CQ entry, bound counters unmoved, unless   |
  * |             | FI_COMPLETION                                                                 |
+ * | refused     | (FI_RSCNTR_TEST_FAIL=post only, instead of the rest) a deferred send the core |
+ * |             | refuses: one error of its completion counter; a refused triggered send: none  |
  * | stress      | 4 threads add 1 x 10000 while 200 deferred FI_OP_CNTR_ADD (thresholds 1..40000 |
  * |             | with ties) and 20 triggered sends wait: each fires exactly once, in order      |
  *
@@ -1009,6 +1011,49 @@ out:
 	close_cntr(c2);
 }
 
+/* Run only under FI_RSCNTR_TEST_FAIL=post (the core refuses every triggered and deferred post
+ * with -FI_EIO, src/boundary/testhook.rs): a refused deferred send completes in error, counted
+ * as one error of its completion counter and nothing else; a refused triggered send leaves no
+ * completion and nothing queued (the endpoint and counter close). */
+static void test_refused_posts(void)
+{
+	printf(NAME ": refused: every post refused by the core (FI_RSCNTR_TEST_FAIL=post)\n");
+	struct fid_cntr *wc = open_cntr(), *cc = open_cntr();
+	if (!wc || !cc) {
+		close_cntr(wc);
+		close_cntr(cc);
+		return;
+	}
+	static struct fi_deferred_work w;
+	static struct fi_op_msg om;
+	static struct iovec iov;
+	int ts = fill_tx("refused");
+	uint64_t tx0 = cval(txc);
+	memset(&w, 0, sizeof(w));
+	w.threshold = 1;
+	w.triggering_cntr = wc;
+	w.completion_cntr = cc;
+	w.op_type = FI_OP_SEND;
+	w.op.msg = &om;
+	iov = (struct iovec) { mem.tx[ts], SZ };
+	om = (struct fi_op_msg) { .ep = ep, .msg = { .msg_iov = &iov, .desc = &desc, .iov_count = 1,
+		.addr = self, .context = &w.context } };
+	CHECK_RET(fi_control(&domain->fid, FI_QUEUE_WORK, &w), 0);
+	CHECK_RET(fi_cntr_add(wc, 1), 0);
+	CHECK(wait_cntr_ms(cc, 1, TMO), "the refused deferred send did not complete");
+	CHECK(fi_cntr_read(cc) == 0 && fi_cntr_readerr(cc) == 1,
+	      "completion counter %" PRIu64 " + %" PRIu64 " errors, expected 0 + 1",
+	      fi_cntr_read(cc), fi_cntr_readerr(cc));
+	void *x = tctx(wc, 2);
+	CHECK_RET(trig_send("refused-trigger", x), 0);
+	CHECK_RET(fi_cntr_add(wc, 1), 0);
+	quiet(QUIET);
+	CHECK(cq_count(&w.context) == 0 && cq_count(x) == 0 && cval(txc) == tx0,
+	      "a refused post left a completion or moved the send counter");
+	close_cntr(wc);
+	close_cntr(cc);
+}
+
 /* Deferred data transfers. The op's context is the work's own
  * fi_context2, as fabtests rdm_deferred_wq uses it. */
 static void test_work_data(void)
@@ -1383,6 +1428,13 @@ int main(void)
 	CHECK_RET(fi_getname(&ep->fid, name, &len), 0);
 	CHECK_RET(fi_av_insert(av, name, 1, &self, 0, NULL), 1);
 
+	const char *fail = getenv("FI_RSCNTR_TEST_FAIL");
+	if (fail && strstr(fail, "post")) {
+		/* every post is refused: only this part can run */
+		test_refused_posts();
+		quiet(QUIET);
+		return finish(NAME);
+	}
 	test_order();
 	settle();
 	test_already_met();

@@ -442,6 +442,17 @@ step "hardware parameters" fake_parameters
 # and in "cntr_api over each core" below; these add what needs a tool, a device or root.
 step "loom model of the wait protocol (tests/loom_wait.rs)" env RUSTFLAGS="--cfg loom" \
     timeout 1800 cargo test --release --test loom_wait --target-dir target/loom
+# Triggered and deferred work when the core refuses a post (src/boundary/testhook.rs): the
+# first 60 posts answer -FI_EAGAIN, and the whole of trigger.c still passes (tried again, in
+# order, nothing lost); every post refused with -FI_EIO: a deferred operation completes as one
+# error of its completion counter, with a warning.
+refused_posts() {
+    prog "$LF21" trigger FI_RSCNTR_CORE=shm FI_RSCNTR_TEST_EAGAIN=60 &&
+    prog "$LF21" trigger FI_RSCNTR_CORE="tcp;ofi_rxm" FI_RSCNTR_TEST_EAGAIN=60 &&
+    prog_logs "the core refused a deferred operation whose threshold was met: -5" "$LF21" trigger \
+        FI_RSCNTR_CORE=shm FI_RSCNTR_TEST_FAIL=post
+}
+step "triggered work the core refuses: -FI_EAGAIN tried again, other refusals counted" refused_posts
 step "stress on hardware counters (fake device)" prog "$LF21" stress FI_RSCNTR_CORE=none \
     FI_RSCNTR_FAKE_VERBS=bytes=ok FI_RSCNTR_HW=on
 step "valgrind memcheck: prov_test programs and fi_cntr_test" timeout 1800 prov_test/sanitize.sh valgrind "$LF21"

@@ -42,6 +42,8 @@ pub enum Op {
     Bind,
     MrReg,
     Control,
+    /// Posting a triggered or deferred operation to the core (`layer/op.rs`).
+    Post,
 }
 
 const FAIL_OPS: &[(&str, Op)] = &[
@@ -54,6 +56,7 @@ const FAIL_OPS: &[(&str, Op)] = &[
     ("cntr_open", Op::CntrOpen),
     ("bind", Op::Bind),
     ("mr_reg", Op::MrReg),
+    ("post", Op::Post),
 ];
 
 const PANIC_OPS: &[(&str, Op)] = &[
@@ -111,6 +114,26 @@ pub fn fail(op: Op) -> Option<c_int> {
     }
     fi_warn!(Core, "FI_RSCNTR_TEST_FAIL: failing the core's {op:?} call");
     Some(-(ofi::FI_EIO as c_int))
+}
+
+/// `Some(-FI_EAGAIN)` for the first N posts of triggered and deferred operations when
+/// `FI_RSCNTR_TEST_EAGAIN=N`: a core whose queues are full, to show that such work is tried
+/// again and neither lost nor reordered.
+pub fn post_again() -> Option<c_int> {
+    static LEFT: OnceLock<std::sync::atomic::AtomicU64> = OnceLock::new();
+    let left = LEFT.get_or_init(|| {
+        let n = std::env::var("FI_RSCNTR_TEST_EAGAIN")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        std::sync::atomic::AtomicU64::new(n)
+    });
+    use std::sync::atomic::Ordering::AcqRel;
+    left.fetch_update(AcqRel, std::sync::atomic::Ordering::Acquire, |n| {
+        n.checked_sub(1)
+    })
+    .ok()
+    .map(|_| -(ofi::FI_EAGAIN as c_int))
 }
 
 /// Panics when `FI_RSCNTR_TEST_PANIC` names `op`.

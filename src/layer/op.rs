@@ -4,6 +4,7 @@
 //! the core's own tables.
 
 use crate::boundary::ffi::err;
+use crate::boundary::testhook::{self, Op as Hook};
 use crate::ofi;
 use std::ffi::c_void;
 
@@ -198,6 +199,9 @@ impl Op {
 /// `ep` is an open core endpoint and `core` its tables; `op`'s buffers are live.
 pub unsafe fn post(op: &Op, ep: *mut ofi::fid_ep, core: &CoreOps, flags: u64) -> isize {
     const ENOSYS: isize = err::ENOSYS as isize;
+    if let Some(e) = testhook::post_again().or_else(|| testhook::fail(Hook::Post)) {
+        return e as isize;
+    }
     // SAFETY: caller's contract; each table is NULL or the core's.
     unsafe {
         let (msg, tagged, rma, atomic) = (
