@@ -1,7 +1,9 @@
 //! rscntr over a core provider: every object but the counter is the core's own, handed to the
 //! application unchanged except for the few ops rscntr interposes on (opening domains,
 //! endpoints and MRs, binding counters, closing, fi_trywait). Data operations go straight to
-//! the core: no call on the data path passes through rscntr.
+//! the core: no call on the data path passes through rscntr, except on endpoints opened with
+//! FI_TRIGGER, whose `*msg` calls test one flag and whose CQs are read through a filter
+//! (`trigger.rs`, `deferred.rs`).
 //!
 //! Counters are rscntr's. When one is bound to a core endpoint or MR, rscntr opens a core
 //! counter with FI_PEER whose `fid_peer_cntr` is the rscntr counter, so every completion the
