@@ -4,7 +4,9 @@
 #      released send's completion at the receiver, rscntr's triggered send against the
 #      application's own thread waiting on the counter and posting, over shm and tcp;ofi_rxm
 #      (also tcp and sockets); medians of REPS runs, interleaved;
-#   2. the cost where triggers are not asked for: fi_rdm_pingpong (8 B and 64 KiB) over the
+#   2. the cost of an untriggered send and receive on an endpoint opened with FI_TRIGGER
+#      (trigger_lat -m pp: its CQ is read through rscntr's filter) against one without;
+#   3. the cost where triggers are not asked for: fi_rdm_pingpong (8 B and 64 KiB) over the
 #      core directly, over rscntr as built, and over rscntr from OLD_PROV_DIR (a DSO from before
 #      triggered operations, optional), interleaved; medians of REPS runs and ratios.
 # Writes docs/trigger_bench.md.
@@ -35,7 +37,19 @@ for r in $(seq "$REPS"); do
     done
 done
 
-# 2. pingpong without triggers
+# 2. untriggered traffic on a trigger-able endpoint
+for r in $(seq "$REPS"); do
+    for core in shm tcp "tcp;ofi_rxm"; do
+        k=$(tr ';' _ <<<"$core")
+        for t in 0 1; do
+            LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core timeout 120 \
+                target/trigger_lat -p rscntr -m pp -t $t -n 100000 2>/dev/null |
+                awk '/^pp_ns/ {print $2}' >> "$tmp/ppt.$t.$k"
+        done
+    done
+done
+
+# 3. pingpong without triggers
 pp() { # <prov dir> <prov> <core or -> <size> <port>: usec/xfer
     local dir=$1 prov=$2 core=$3 size=$4 port=$5
     local envs=(LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$dir)
@@ -85,6 +99,20 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
         t=$(med "$tmp"/trig50."$k".*); t9=$(med "$tmp"/trig99."$k".*)
         a=$(med "$tmp"/app50."$k".*); a9=$(med "$tmp"/app99."$k".*)
         echo "| $core | $t | $t9 | $a | $a9 | $(ratio "$t" "$a") |"
+    done
+    echo
+    echo "## Untriggered traffic on an FI_TRIGGER endpoint (trigger_lat -m pp, 100000 iterations)"
+    echo
+    echo "A send to itself and its receive, both completions read with fi_cq_read, on an endpoint"
+    echo "opened with FI_TRIGGER (its *msg entries test one flag, its CQ is read through rscntr's filter)"
+    echo "against one opened without; the same FI_THREAD_SAFE domain attributes."
+    echo
+    echo "| core | without FI_TRIGGER ns | with FI_TRIGGER ns | with / without |"
+    echo "|---|---|---|---|"
+    for core in shm tcp "tcp;ofi_rxm"; do
+        k=$(tr ';' _ <<<"$core")
+        a=$(med "$tmp/ppt.0.$k"); b=$(med "$tmp/ppt.1.$k")
+        echo "| $core | $a | $b | $(ratio "$b" "$a") |"
     done
     echo
     echo "## Where triggers are not asked for: fi_rdm_pingpong (5000 iterations)"
