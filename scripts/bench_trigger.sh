@@ -10,7 +10,7 @@
 #      core directly, over rscntr as built, and over rscntr from OLD_PROV_DIR (a DSO from before
 #      triggered operations, optional), interleaved; medians of REPS runs and ratios.
 # Writes docs/trigger_bench.md.
-#   scripts/bench_trigger.sh [REPS]        (OLD_PROV_DIR=<dir with an older librscntr-fi.so>)
+#   scripts/bench_trigger.sh [REPS]   (OLD_PROV_DIR=<dir with an older librscntr-fi.so>, OLD_LABEL=<its name>)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -119,7 +119,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
     echo
     echo "Endpoints without FI_TRIGGER keep the core's tables: no rscntr code on their data path."
     if [ -n "${OLD_PROV_DIR:-}" ]; then
-        echo "*before*: rscntr from $OLD_PROV_DIR (before triggered operations)."
+        echo "*before*: rscntr from ${OLD_LABEL:-$OLD_PROV_DIR} (before triggered operations)."
     fi
     echo
     echo "| core | bytes | core µs | rscntr µs | rscntr / core | before µs | rscntr / before |"
