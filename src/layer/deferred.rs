@@ -334,6 +334,31 @@ impl CqFilter {
         }
     }
 
+    /// The core's `read`, or `readfrom` when `from`.
+    ///
+    /// # Safety
+    /// `buf` holds `count` entries (and `src` NULL or `count` addresses); `inner` is the table.
+    unsafe fn core_read(
+        &self,
+        inner: &ofi::fi_ops_cq,
+        buf: *mut u8,
+        count: usize,
+        src: *mut ofi::fi_addr_t,
+        from: bool,
+    ) -> isize {
+        const ENOSYS: isize = err::ENOSYS as isize;
+        // SAFETY: the core's own op on its CQ; the caller's contract for the buffers.
+        unsafe {
+            if from {
+                inner
+                    .readfrom
+                    .map_or(ENOSYS, |f| f(self.cq, buf.cast(), count, src))
+            } else {
+                inner.read.map_or(ENOSYS, |f| f(self.cq, buf.cast(), count))
+            }
+        }
+    }
+
     /// Runs a core op of this CQ, marking the thread as inside it.
     fn core<R>(&self, op: impl FnOnce(&ofi::fi_ops_cq) -> R) -> R {
         let prev = INSIDE.with(|i| i.replace(self as *const Self as usize));
@@ -388,18 +413,9 @@ impl CqFilter {
         src: *mut ofi::fi_addr_t,
     ) -> isize {
         loop {
-            // SAFETY: the core's own read on its CQ.
-            let n = self.core(|inner| unsafe {
-                if src.is_null() {
-                    inner
-                        .read
-                        .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count))
-                } else {
-                    inner
-                        .readfrom
-                        .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count, src))
-                }
-            });
+            // SAFETY: the core's own read on its CQ (caller's contract for the buffers).
+            let n = self
+                .core(|inner| unsafe { self.core_read(inner, buf, count, src, !src.is_null()) });
             if n == err::EAVAIL as isize {
                 // SAFETY: as above.
                 if unsafe { self.take_core_error(st) } {
@@ -522,19 +538,9 @@ impl CqFilter {
             return None;
         }
         let inner = self.inner();
-        // SAFETY: the core's own read on its CQ, into the application's buffers; readfrom
-        // stays readfrom (a core's read may call readfrom through the table, with NULL src).
-        let n = unsafe {
-            if !from {
-                inner
-                    .read
-                    .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count))
-            } else {
-                inner
-                    .readfrom
-                    .map_or(err::ENOSYS as isize, |f| f(self.cq, buf.cast(), count, src))
-            }
-        };
+        // SAFETY: the application's buffers; readfrom stays readfrom (a core's read may call
+        // readfrom through the table, with NULL src).
+        let n = unsafe { self.core_read(inner, buf, count, src, from) };
         if n == err::EAVAIL as isize {
             // An error entry: rscntr's or the application's, the locked way.
             return None;

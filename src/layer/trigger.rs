@@ -101,33 +101,24 @@ impl TriggerEp {
                 cqs: Mutex::new(Vec::new()),
             });
             // Only where the core has the op: a missing one stays missing.
-            if t.msg.sendmsg.is_some() {
-                t.msg.sendmsg = Some(sendmsg);
+            macro_rules! ours_where_the_core_has {
+                ($($slot:expr => $f:expr),* $(,)?) => {
+                    $(if $slot.is_some() {
+                        $slot = Some($f);
+                    })*
+                };
             }
-            if t.msg.recvmsg.is_some() {
-                t.msg.recvmsg = Some(recvmsg);
-            }
-            if t.tagged.sendmsg.is_some() {
-                t.tagged.sendmsg = Some(tsendmsg);
-            }
-            if t.tagged.recvmsg.is_some() {
-                t.tagged.recvmsg = Some(trecvmsg);
-            }
-            if t.rma.readmsg.is_some() {
-                t.rma.readmsg = Some(readmsg);
-            }
-            if t.rma.writemsg.is_some() {
-                t.rma.writemsg = Some(writemsg);
-            }
-            if t.atomic.writemsg.is_some() {
-                t.atomic.writemsg = Some(atomicmsg);
-            }
-            if t.atomic.readwritemsg.is_some() {
-                t.atomic.readwritemsg = Some(fetch_atomicmsg);
-            }
-            if t.atomic.compwritemsg.is_some() {
-                t.atomic.compwritemsg = Some(compare_atomicmsg);
-            }
+            ours_where_the_core_has!(
+                t.msg.sendmsg => sendmsg,
+                t.msg.recvmsg => recvmsg,
+                t.tagged.sendmsg => tsendmsg,
+                t.tagged.recvmsg => trecvmsg,
+                t.rma.readmsg => readmsg,
+                t.rma.writemsg => writemsg,
+                t.atomic.writemsg => atomicmsg,
+                t.atomic.readwritemsg => fetch_atomicmsg,
+                t.atomic.compwritemsg => compare_atomicmsg,
+            );
             let t = Box::into_raw(t);
             if !core.msg.is_null() {
                 e.msg = &mut (*t).msg;

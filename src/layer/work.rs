@@ -99,9 +99,6 @@ impl WorkQueue {
         };
         trigger.hold();
         target.hold();
-        self.queued
-            .lock()
-            .push((work as usize, trigger as *const dyn AnyCntr));
         let run = CntrWork {
             queue: self,
             key: work as usize,
@@ -111,7 +108,7 @@ impl WorkQueue {
             set,
             listed: true,
         };
-        trigger.queue_work(w.threshold, self.tag(work), Box::new(run));
+        self.enqueue(work, trigger, w.threshold, Box::new(run));
         0
     }
 
@@ -217,9 +214,6 @@ impl WorkQueue {
             c.hold();
         }
         t.hold_deferred();
-        self.queued
-            .lock()
-            .push((work as usize, trigger as *const dyn AnyCntr));
         let run = DataWork {
             queue: self,
             key: work as usize,
@@ -232,8 +226,22 @@ impl WorkQueue {
             listed: true,
             posted: false,
         };
-        trigger.queue_work(w.threshold, self.tag(work), Box::new(run));
+        self.enqueue(work, trigger, w.threshold, Box::new(run));
         0
+    }
+
+    /// Lists a request (held already) and queues it on its triggering counter.
+    fn enqueue(
+        &self,
+        work: *const ofi::fi_deferred_work,
+        trigger: &'static dyn AnyCntr,
+        threshold: u64,
+        run: Box<dyn Work>,
+    ) {
+        self.queued
+            .lock()
+            .push((work as usize, trigger as *const dyn AnyCntr));
+        trigger.queue_work(threshold, self.tag(work), run);
     }
 
     /// FI_CANCEL_WORK: 0 if the request was queued and is no more, -FI_ENOENT if it is not
