@@ -163,16 +163,6 @@ impl Triggers {
         self.len() == 0
     }
 
-    /// How much queued work `owner` has.
-    pub fn owned_by(&self, owner: usize) -> usize {
-        self.queue
-            .lock()
-            .heap
-            .iter()
-            .filter(|e| e.tag.owner == owner)
-            .count()
-    }
-
     /// Takes out the queued work `pick` chooses (work already being started is not queued),
     /// for the caller to drop; returns how many.
     pub fn cancel(&self, mut pick: impl FnMut(Tag) -> bool) -> usize {
@@ -300,12 +290,6 @@ impl Starter {
     #[cfg(loom)]
     pub fn global() -> Arc<Self> {
         Starter::new()
-    }
-
-    /// Does the process's starter have its thread?
-    #[cfg(not(loom))]
-    pub fn running(&self) -> bool {
-        matches!(self.thread.get(), Some(Some(_)))
     }
 
     fn schedule(&self, q: Arc<Triggers>) {

@@ -621,7 +621,7 @@ impl CqFilter {
     ///
     /// # Safety
     /// `out` is NULL or an err entry the application owns.
-    unsafe fn readerr(&self, out: *mut ofi::fi_cq_err_entry, flags: u64) -> isize {
+    unsafe fn readerr(&self, out: *mut ofi::fi_cq_err_entry) -> isize {
         // SAFETY: caller's contract.
         let Some(out) = (unsafe { out.as_mut() }) else {
             return err::EINVAL as isize;
@@ -651,7 +651,6 @@ impl CqFilter {
             };
             out.err_data_size = st.err_data.len();
         }
-        let _ = flags;
         1
     }
 }
@@ -721,7 +720,7 @@ unsafe extern "C" fn cq_readerr(
             return unsafe { inner.readerr.map_or(err::ENOSYS as isize, |r| r(cq, buf, flags)) };
         }
         // SAFETY: the application's entry.
-        unsafe { f.readerr(buf, flags) }
+        unsafe { f.readerr(buf) }
     }
 }
 
