@@ -60,4 +60,9 @@ pub trait Feed: Send + Sync {
     /// Closes the core counter: the counter is closing, bound to nothing. On an error the
     /// counter stays open with its feed.
     fn close(&self) -> Result<(), c_int>;
+    /// Counts only remote accesses to MRs, which rscntr itself learns of (a counter fed so
+    /// binds to MRs only).
+    fn remote_only(&self) -> bool {
+        false
+    }
 }

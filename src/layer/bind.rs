@@ -5,10 +5,12 @@ use super::alias;
 use super::feed;
 use super::home::CoreHome;
 use super::interpose::close_through_core;
+use super::rma_ep::RmaEp;
+use super::rma_event::{NotifyFeed, RmaEvents};
 use super::trigger::TriggerEp;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
-use crate::cntr::{self, AnyCntr};
+use crate::cntr::{self, AnyCntr, Feed};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
@@ -37,6 +39,9 @@ struct Binder {
     /// Endpoints opened with FI_TRIGGER: their data tables and queued triggered operations
     /// (`trigger.rs`); NULL otherwise.
     trigger: *mut TriggerEp,
+    /// Endpoints of a domain whose remote accesses rscntr counts: their rma and atomic tables
+    /// (`rma_ep.rs`); NULL otherwise.
+    rma_ep: *mut RmaEp,
     /// The counters bound here, and (endpoints) whether the endpoint is enabled yet; one lock
     /// so that a bind and an enable racing each other count the binding exactly once.
     bound: Mutex<Bound>,
@@ -86,6 +91,9 @@ pub unsafe fn patch_ep(
     core_info: *mut ofi::fi_info,
     trigger: bool,
 ) {
+    // Endpoints of a domain whose remote accesses rscntr counts notify their targets
+    // (`rma_ep.rs`) and keep the bookkeeping of trigger-able ones, which notifications use.
+    let rma = home.rma.is_some();
     // SAFETY: a valid endpoint with valid ops tables.
     unsafe {
         let orig = (*ep).ops;
@@ -93,13 +101,24 @@ pub unsafe fn patch_ep(
         ops.size = ops.size.min(std::mem::size_of::<ofi::fi_ops_ep>());
         ops.tx_ctx = Some(tx_ctx);
         ops.rx_ctx = Some(rx_ctx);
-        if trigger {
+        if trigger || rma {
             ops.cancel = Some(cancel);
         }
         let b = patch_fid(ep.cast(), home, core, Some((ops, orig)), core_info);
         (*ep).ops = &mut **(*b).ep_ops.as_mut().unwrap();
-        if trigger {
+        if rma {
+            let op_flags = core_info
+                .as_ref()
+                .and_then(|i| i.tx_attr.as_ref())
+                .map_or(0, |t| t.op_flags);
+            (*b).rma_ep = RmaEp::patch(ep, &home.deferred, op_flags);
+        }
+        if trigger || rma {
             (*b).trigger = TriggerEp::patch(ep, home);
+        }
+        if let Some(r) = (*b).rma_ep.as_ref() {
+            // Before the application has the endpoint: no op runs yet.
+            r.set_trigger((*b).trigger);
         }
     }
 }
@@ -148,6 +167,7 @@ unsafe fn patch_fid(
             reenable_after_shared_ctx: is_ep && reenables_after_shared_ctx(core),
             core_info,
             trigger: std::ptr::null_mut(),
+            rma_ep: std::ptr::null_mut(),
             bound: Mutex::new(Bound {
                 cntrs: Vec::new(),
                 enabled: !is_ep,
@@ -155,7 +175,7 @@ unsafe fn patch_fid(
         });
         b.fi_ops.bind = Some(bind);
         b.fi_ops.close = Some(close);
-        if is_ep {
+        if is_ep || home.rma.is_some() {
             b.fi_ops.control = Some(control);
         }
         let b = Box::into_raw(b);
@@ -280,6 +300,13 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         }
         testhook::panic(Op::Bind);
         // SAFETY: the home outlives the fids bound in it.
+        if let Some(rma) = unsafe { &(*b.home).rma } {
+            // SAFETY: a readable fid (checked by the caller's bind).
+            if let Some(ret) = unsafe { bind_rma_domain(b, fid, bfid, c, flags, rma) } {
+                return ret;
+            }
+        }
+        // SAFETY: the home outlives the fids bound in it.
         let core_cntr = match feed::feed_of(c, unsafe { &*b.home }) {
             Ok(f) => f.core_cntr(),
             Err(e) => return e,
@@ -309,6 +336,90 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
     }
 }
 
+/// A counter's bind in a domain whose remote accesses rscntr counts (`rma_event.rs`): to an
+/// MR, rscntr's alone (Some); to an endpoint, refused for remote accesses (the endpoint's
+/// core would count rscntr's notifications as remote writes), else the usual bind (None).
+/// A counter fed by remote accesses binds to MRs only, and one fed by an endpoint's core to
+/// endpoints only.
+///
+/// # Safety
+/// `fid` was patched by [`patch_ep`] or [`patch`] (`b` its Binder); `bfid` is `c`'s fid.
+unsafe fn bind_rma_domain(
+    b: &Binder,
+    fid: *mut ofi::fid,
+    bfid: *mut ofi::fid,
+    c: &'static dyn AnyCntr,
+    flags: u64,
+    rma: &RmaEvents,
+) -> Option<c_int> {
+    let remote = (ofi::FI_REMOTE_READ | ofi::FI_REMOTE_WRITE) as u64;
+    // SAFETY: caller's contract.
+    let class = unsafe { (*fid).fclass };
+    let existing = c.feed_or_open(&mut |_| Err(err::ENOENT)).ok();
+    let arrivals = *rma.arrivals.lock() == Some(bfid.cast());
+    if class != ofi::FI_CLASS_MR as usize && (arrivals || flags & remote == 0) {
+        if existing.is_some_and(|f| f.remote_only()) {
+            fi_warn!(
+                EpCtrl,
+                "this counter counts remote accesses: bind another one for the \
+                endpoint's own completions"
+            );
+            return Some(err::EINVAL);
+        }
+        return None;
+    }
+    if class != ofi::FI_CLASS_MR as usize && flags & !remote != 0 {
+        fi_warn!(
+            EpCtrl,
+            "a remote-access counter over {} counts remote accesses only: bind it \
+            with FI_REMOTE_WRITE/FI_REMOTE_READ alone, and another counter for the rest",
+            b.core
+        );
+        return Some(err::EINVAL);
+    }
+    if existing.is_some_and(|f| !f.remote_only()) {
+        fi_warn!(
+            EpCtrl,
+            "this counter counts an endpoint's completions: bind another one to the MR"
+        );
+        return Some(err::EINVAL);
+    }
+    let feed = c.feed_or_open(&mut |_| Ok(Box::new(NotifyFeed::new(rma)) as Box<dyn Feed>));
+    if let Err(e) = feed {
+        return Some(e);
+    }
+    let flags = if flags & remote == 0 {
+        remote
+    } else {
+        flags & remote
+    };
+    let ret = if class == ofi::FI_CLASS_MR as usize {
+        rma.bound(fid.cast(), c as *const dyn AnyCntr, flags)
+    } else {
+        rma.ep_bound(fid, c as *const dyn AnyCntr, flags)
+    };
+    if ret != 0 {
+        return Some(ret);
+    }
+    crate::fi_info!(
+        EpCtrl,
+        "bound an rscntr counter to {} over {}, remote accesses counted by \
+        rscntr (flags {:#x}{})",
+        if class == ofi::FI_CLASS_MR as usize {
+            "an MR"
+        } else {
+            "an endpoint"
+        },
+        b.core,
+        flags,
+        describe_flags(flags)
+    );
+    let mut bound = b.bound.lock();
+    c.bound(true, false);
+    bound.cntrs.push(c as *const dyn AnyCntr);
+    Some(0)
+}
+
 /// Binds a fid that is not an rscntr counter: the core's own bind, then, on a core that needs it,
 /// the FI_ENABLE the core expects after a shared context is bound to an enabled endpoint.
 ///
@@ -332,10 +443,18 @@ unsafe fn bind_core_fid(
             && class == ofi::FI_CLASS_CQ as usize
             && let Some(t) = unsafe { b.trigger.as_ref() }
         {
-            // Deferred operations' completions are taken out of it (`deferred.rs`).
+            // Deferred operations' completions are taken out of it (`deferred.rs`), and
+            // notifications of remote accesses (`rma_event.rs`).
             // SAFETY: a CQ of this domain, just bound; the home outlives it.
             if let Some(f) = unsafe { (*b.home).deferred.filter(bfid.cast()) } {
                 t.bound_cq(f, flags);
+                // SAFETY: as above.
+                if let Some(rma) = unsafe { &(*b.home).rma } {
+                    let r = rma.add_filter(fid.cast(), f, flags);
+                    if r != 0 {
+                        return r;
+                    }
+                }
             }
         }
         return ret;
@@ -386,11 +505,21 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
                 return err::EBUSY;
             }
         }
+        // An MR whose remote accesses rscntr counts: its key, to forget it once closed.
+        // SAFETY: a readable fid; an MR's fid begins its fid_mr.
+        let mr_key = unsafe { ((*fid).fclass == ofi::FI_CLASS_MR as usize).then(|| (*fid.cast::<ofi::fid_mr>()).key) };
         // SAFETY: the Binder of `fid`; nothing reaches it once the core closed the object.
         let b = match unsafe { close_through_core(fid, b, (*b).orig_fi_ops) } {
             Ok(b) => b,
             Err(e) => return e,
         };
+        // SAFETY: the home outlives its objects.
+        if let Some(rma) = unsafe { &(*b.home).rma } {
+            match mr_key {
+                Some(key) => rma.unregistered(fid.cast(), key),
+                None => rma.ep_closed(fid),
+            }
+        }
         let bound = b.bound.lock();
         for c in bound.cntrs.iter() {
             // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
@@ -404,6 +533,10 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
             // SAFETY: nothing is queued on it and the core endpoint is gone.
             unsafe { TriggerEp::free(b.trigger) };
         }
+        if !b.rma_ep.is_null() {
+            // SAFETY: the core endpoint is gone; nothing calls its tables.
+            unsafe { RmaEp::free(b.rma_ep) };
+        }
         0
     }
 }
@@ -414,8 +547,19 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
 /// and before enable nothing can complete anyway.
 unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_void) -> c_int {
     crate::ffi_boundary! {
-        // SAFETY: only patched endpoints reach this op.
+        // SAFETY: only patched endpoints (and MRs of domains whose remote accesses rscntr
+        // counts) reach this op.
         let b = unsafe { binder(fid) };
+        if b.ep_ops.is_none() {
+            // An MR: under FI_MR_RMA_EVENT the application enables it after binding its
+            // counters, which are rscntr's here; the core was asked for no such mode.
+            // SAFETY: the application's command and argument, for the core.
+            let ret = unsafe { b.core_control(fid, command, arg) };
+            if command as u32 == ofi::FI_ENABLE && (ret == err::ENOSYS || ret == err::EINVAL || ret == err::EOPNOTSUPP) {
+                return 0;
+            }
+            return ret;
+        }
         if command as u32 == ofi::FI_ALIAS
             // SAFETY: set at patch, freed only after the core closed the endpoint.
             && let Some(t) = unsafe { b.trigger.as_ref() }

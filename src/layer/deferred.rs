@@ -36,6 +36,22 @@ const FI_ADDR_NOTAVAIL: ofi::fi_addr_t = u64::MAX;
 /// How often the watcher reads a filtered CQ while deferred operations are outstanding.
 const POLL_MAX: Duration = Duration::from_micros(200);
 
+/// What else a filter takes out of a CQ: the notifications of remote accesses
+/// (`rma_event.rs`). `take` sees an entry's flags and remote CQ data: None when the entry is
+/// not one; else it has been counted, and Some(true) keeps the entry for the application with
+/// the data rewritten.
+pub trait Notifications: Send + Sync {
+    fn take(&self, filter: usize, flags: u64, data: &mut u64) -> Option<bool>;
+}
+
+/// The domain's [`Notifications`], which live as long as the domain.
+#[derive(Clone, Copy)]
+struct Notes(*const dyn Notifications);
+// SAFETY: the domain's record (Sync), alive until the domain closes, after its CQs.
+unsafe impl Send for Notes {}
+// SAFETY: as above.
+unsafe impl Sync for Notes {}
+
 /// A posted deferred operation, whose address is its context at the core.
 pub struct Record {
     app_context: *mut c_void,
@@ -67,9 +83,13 @@ pub struct Deferred {
     outstanding: Mutex<HashMap<usize, Box<Record>>>,
     /// `outstanding.len()`, read without the lock on every filtered CQ read.
     live: AtomicUsize,
-    /// Entry sizes of the domain's CQs, by CQ (recorded at fi_cq_open).
-    formats: Mutex<HashMap<usize, usize>>,
+    /// Entry sizes of the domain's CQs, by CQ (recorded at fi_cq_open): the application's
+    /// and the core's (larger when rscntr opened the core CQ in a format with remote CQ data).
+    formats: Mutex<HashMap<usize, (usize, usize)>>,
     filters: Mutex<Vec<*mut CqFilter>>,
+    /// Set when the domain's remote accesses are counted by rscntr: every CQ bound to one of
+    /// its endpoints is read through a filter, which takes them out.
+    notes: std::sync::OnceLock<Notes>,
 }
 
 // SAFETY: the raw pointers are counters held by the records, the records' endpoints (which
@@ -89,9 +109,19 @@ pub fn entry_size(format: ofi::fi_cq_format) -> usize {
 }
 
 impl Deferred {
-    /// Notes a CQ's format when it opens.
-    pub fn opened_cq(&self, cq: *mut ofi::fid_cq, format: ofi::fi_cq_format) {
-        self.formats.lock().insert(cq as usize, entry_size(format));
+    /// Notes a CQ's format when it opens: the application's, and the one the core CQ has.
+    pub fn opened_cq(&self, cq: *mut ofi::fid_cq, app: ofi::fi_cq_format, core: ofi::fi_cq_format) {
+        self.formats
+            .lock()
+            .insert(cq as usize, (entry_size(app), entry_size(core)));
+    }
+
+    /// Every filter of this domain from now on also takes out `notes`' entries.
+    ///
+    /// # Safety
+    /// `notes` lives as long as the domain.
+    pub unsafe fn take_notifications(&self, notes: *const dyn Notifications) {
+        let _ = self.notes.set(Notes(notes));
     }
 
     /// Deferred operations posted and not completed.
@@ -105,7 +135,7 @@ impl Deferred {
     /// # Safety
     /// `cq` is an open CQ of this domain.
     pub unsafe fn filter(&self, cq: *mut ofi::fid_cq) -> Option<*mut CqFilter> {
-        let entry = *self.formats.lock().get(&(cq as usize))?;
+        let (entry, core_entry) = *self.formats.lock().get(&(cq as usize))?;
         let mut filters = self.filters.lock();
         // SAFETY: an open CQ.
         let current = unsafe { (*cq).ops };
@@ -123,6 +153,8 @@ impl Deferred {
             inner: current,
             cq,
             entry,
+            core_entry,
+            notes: self.notes.get().copied(),
             deferred: self,
             stash: Mutex::new(Stash::default()),
             kept: AtomicBool::new(false),
@@ -275,7 +307,12 @@ pub struct CqFilter {
     ops: ofi::fi_ops_cq,
     inner: *const ofi::fi_ops_cq,
     cq: *mut ofi::fid_cq,
+    /// The size of the application's entries, and of the core CQ's (larger when rscntr
+    /// opened it with remote CQ data the application's format has no room for).
     entry: usize,
+    core_entry: usize,
+    /// The domain's notifications, when its remote accesses are counted (`rma_event.rs`).
+    notes: Option<Notes>,
     deferred: *const Deferred,
     stash: Mutex<Stash>,
     /// Whether the stash holds anything (entries or errors), read without its lock: a read
@@ -412,10 +449,19 @@ impl CqFilter {
         count: usize,
         src: *mut ofi::fi_addr_t,
     ) -> isize {
+        // The core's entries are larger than the application's: read them apart.
+        let mut wide = Vec::new();
+        let cbuf = if self.core_entry != self.entry {
+            wide.resize(count * self.core_entry, 0u8);
+            wide.as_mut_ptr()
+        } else {
+            buf
+        };
         loop {
-            // SAFETY: the core's own read on its CQ (caller's contract for the buffers).
+            // SAFETY: the core's own read on its CQ (caller's contract for the buffers; the
+            // wide buffer holds `count` core entries).
             let n = self
-                .core(|inner| unsafe { self.core_read(inner, buf, count, src, !src.is_null()) });
+                .core(|inner| unsafe { self.core_read(inner, cbuf, count, src, !src.is_null()) });
             if n == err::EAVAIL as isize {
                 // SAFETY: as above.
                 if unsafe { self.take_core_error(st) } {
@@ -423,13 +469,66 @@ impl CqFilter {
                 }
                 return n;
             }
-            if n <= 0 || self.deferred().outstanding() == 0 && st.entries.is_empty() {
+            if n <= 0
+                || self.notes.is_none()
+                    && self.deferred().outstanding() == 0
+                    && st.entries.is_empty()
+            {
                 return n;
             }
             // SAFETY: the core wrote n entries.
-            let kept = unsafe { self.take_ours_from(buf, n as usize, src) };
+            let kept = unsafe { self.take_ours_from(cbuf, n as usize, src) };
+            if cbuf != buf {
+                for i in 0..kept {
+                    // SAFETY: each application entry is the head of the core's (the formats
+                    // extend one another); `buf` holds `count` >= kept entries.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            cbuf.add(i * self.core_entry),
+                            buf.add(i * self.entry),
+                            self.entry,
+                        )
+                    };
+                }
+            }
             if kept > 0 {
                 return kept as isize;
+            }
+        }
+    }
+
+    /// Whether the core's entry at `e` is the application's: rscntr's own (a deferred
+    /// operation's, a notification) are counted and taken out, unless they stay.
+    ///
+    /// # Safety
+    /// `e` is one core entry the core wrote.
+    unsafe fn keeps(&self, e: *mut u8) -> bool {
+        // SAFETY: op_context is the first field of every entry.
+        if let Some(keep) = unsafe { self.take_ours(e.cast(), true) } {
+            return keep;
+        }
+        let Some(notes) = self.notes else {
+            return true;
+        };
+        // Filters that take notifications read cores in a format with flags and data.
+        debug_assert!(self.core_entry >= std::mem::size_of::<ofi::fi_cq_data_entry>());
+        let entry = e.cast::<ofi::fi_cq_data_entry>();
+        // SAFETY: a data entry (above); the buffer may be unaligned.
+        let (flags, mut data) = unsafe {
+            (
+                std::ptr::addr_of!((*entry).flags).read_unaligned(),
+                std::ptr::addr_of!((*entry).data).read_unaligned(),
+            )
+        };
+        // SAFETY: the domain's, alive while its CQs are.
+        match unsafe { (*notes.0).take(self as *const Self as usize, flags, &mut data) } {
+            None => true,
+            Some(keep) => {
+                if keep {
+                    // SAFETY: as above.
+                    unsafe { std::ptr::addr_of_mut!((*entry).data).write_unaligned(data) };
+                }
+                keep
             }
         }
     }
@@ -438,18 +537,19 @@ impl CqFilter {
     /// application's up; how many are the application's.
     ///
     /// # Safety
-    /// `buf` holds `n` entries the core wrote (`src` NULL or `n` addresses).
+    /// `buf` holds `n` core entries the core wrote (`src` NULL or `n` addresses).
     unsafe fn take_ours_from(&self, buf: *mut u8, n: usize, src: *mut ofi::fi_addr_t) -> usize {
+        let size = self.core_entry;
         let mut kept = 0usize;
         for i in 0..n {
-            // SAFETY: within the n entries; op_context is the first field of each.
-            let e = unsafe { buf.add(i * self.entry) };
-            let keep = unsafe { self.take_ours(e.cast(), true) }.unwrap_or(true);
-            if keep {
+            // SAFETY: within the n entries.
+            let e = unsafe { buf.add(i * size) };
+            // SAFETY: an entry the core wrote.
+            if unsafe { self.keeps(e) } {
                 if kept != i {
                     // SAFETY: within the n entries written.
                     unsafe {
-                        std::ptr::copy(e, buf.add(kept * self.entry), self.entry);
+                        std::ptr::copy(e, buf.add(kept * size), size);
                         if !src.is_null() {
                             *src.add(kept) = *src.add(i);
                         }
@@ -489,6 +589,16 @@ impl CqFilter {
         };
         st.errs.push_back((e, data));
         false
+    }
+
+    /// Drives the core's progress on this CQ without reading an entry.
+    pub fn progress(&self) {
+        // SAFETY: the core's own read of no entries (util CQs run their progress).
+        let _ = self.core(|inner| unsafe {
+            inner
+                .read
+                .map_or(0, |f| f(self.cq, std::ptr::null_mut(), 0))
+        });
     }
 
     /// Queues an error entry of rscntr's own for the application (a cancelled operation).
@@ -534,7 +644,10 @@ impl CqFilter {
         src: *mut ofi::fi_addr_t,
         from: bool,
     ) -> Option<isize> {
-        if self.kept.load(Ordering::Acquire) || self.deferred().outstanding() != 0 {
+        if self.notes.is_some()
+            || self.kept.load(Ordering::Acquire)
+            || self.deferred().outstanding() != 0
+        {
             return None;
         }
         let inner = self.inner();
@@ -590,8 +703,9 @@ impl CqFilter {
         unsafe { self.read_core(st, buf, count, src) }
     }
 
-    /// The watcher's read: the application's entries go to the stash.
-    fn fill(&self) {
+    /// The watcher's read (and a remote-access counter's, `rma_event.rs`): the application's
+    /// entries go to the stash.
+    pub fn fill(&self) {
         let mut st = self.stash();
         // Marked kept before the core is read: a read that finds the mark clear reads the core
         // before this does, so the application's entries keep their order.
@@ -767,7 +881,7 @@ unsafe fn sread_with(
         // Sleep in the core's own wait for at most 1 ms, without reading anything (count 0
         // is not portable: read one entry into a scratch buffer, kept for the application).
         let short = if left < 0 { 1 } else { left.min(1) };
-        let mut scratch = vec![0u8; f.entry];
+        let mut scratch = vec![0u8; f.core_entry];
         let mut a: ofi::fi_addr_t = FI_ADDR_NOTAVAIL;
         // SAFETY: the core's own sread into our scratch entry.
         let got = f.core(|inner| unsafe {
@@ -782,9 +896,9 @@ unsafe fn sread_with(
         }
         if got == 1 {
             let mut st = f.stash();
-            // SAFETY: op_context is the entry's first field.
-            let keep = unsafe { f.take_ours(scratch.as_mut_ptr().cast(), true) }.unwrap_or(true);
-            if keep {
+            // SAFETY: the entry the core wrote.
+            if unsafe { f.keeps(scratch.as_mut_ptr()) } {
+                scratch.truncate(f.entry);
                 st.entries.push_back((scratch, a));
             }
         } else if got == err::EAVAIL as isize {

@@ -2,8 +2,10 @@
 //! endpoints and MRs opened here get rscntr's bind so rscntr counters can be bound to them.
 
 use super::bind;
+use super::deferred::Notifications;
 use super::home::CoreHome;
 use super::interpose::{CoreInfo, close_through_core, open_through_core};
+use super::rma_event::RmaEvents;
 use super::wait::{self, CoreFabric};
 use super::work::{self, WorkQueue};
 use crate::boundary::ffi::{self, Children, err};
@@ -111,7 +113,7 @@ unsafe extern "C" fn no_core_cq_open(
 ///
 /// # Safety
 /// `dom` is an open core domain.
-pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe: bool) {
+pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe: bool, rma: bool) {
     // Hardware detection runs once per process, at the first domain open, as for rscntr's own
     // domains.
     cntr::hw::state();
@@ -141,9 +143,20 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
                 deferred: Default::default(),
+                rma: rma.then(RmaEvents::default),
             },
             work: WorkQueue::default(),
         });
+        if let Some(r) = &l.home.rma {
+            // The record lives in the box as long as the domain.
+            l.home
+                .deferred
+                .take_notifications(r as *const RmaEvents as *const dyn Notifications);
+            crate::fi_info!(
+                Domain,
+                "remote-access counters over {core} are rscntr's (FI_RMA_EVENT)"
+            );
+        }
         l.fi_ops.close = Some(domain_close);
         l.fi_ops.ops_open = Some(domain_ops_open);
         l.fi_ops.control = Some(domain_control);
@@ -169,6 +182,21 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
     crate::ffi_boundary! {
         // SAFETY: only patched core domains reach this op; fi_ops is the first field.
         let layered = unsafe { (*fid).ops as *mut LayeredDomain };
+        // The arrivals counter (`rma_event.rs`) is rscntr's own child of the domain: it goes
+        // first, unless endpoints are still bound to it.
+        // SAFETY: live until we free it below.
+        if let Some(r) = unsafe { &(*layered).home.rma } {
+            let mut arrivals = r.arrivals.lock();
+            if let Some(a) = *arrivals {
+                // SAFETY: rscntr's own counter, closed only here.
+                let ret = unsafe { ofi::fi_close(a.cast()) };
+                if ret != 0 {
+                    fi_warn!(Domain, "domain still has endpoints open");
+                    return ret;
+                }
+                *arrivals = None;
+            }
+        }
         // SAFETY: live until we free it below.
         let open = unsafe { (*layered).home.slots.children.count() };
         if open != 0 {
@@ -266,11 +294,28 @@ unsafe extern "C" fn cq_open(
             return err::EINVAL;
         }
         let Some(orig) = layered.orig().cq_open else { return err::ENOSYS };
+        // SAFETY: checked above.
+        let app_format = unsafe { (*attr).format };
+        // Notifications of remote accesses come as remote CQ data, which CONTEXT and MSG
+        // entries have no room for: the core CQ then has DATA entries, which rscntr's filter
+        // narrows for the application (`deferred.rs`).
+        let widen = layered.home.rma.is_some()
+            && !matches!(app_format, ofi::fi_cq_format_FI_CQ_FORMAT_DATA | ofi::fi_cq_format_FI_CQ_FORMAT_TAGGED);
+        // SAFETY: checked above.
+        let mut wide = unsafe { *attr };
+        let core_attr = if widen {
+            wide.format = ofi::fi_cq_format_FI_CQ_FORMAT_DATA;
+            &mut wide as *mut ofi::fi_cq_attr
+        } else {
+            attr
+        };
         // SAFETY: forwarded; the domain outlives its CQs (the core refuses to close it before).
-        let ret = unsafe { super::cq::open(orig, domain, attr, cq_out, context, &layered.home) };
+        let ret = unsafe { super::cq::open(orig, domain, core_attr, cq_out, context, &layered.home) };
         if ret == 0 {
             // SAFETY: both checked above; the core wrote the CQ.
-            unsafe { layered.home.deferred.opened_cq(*cq_out, (*attr).format) };
+            unsafe {
+                layered.home.deferred.opened_cq(*cq_out, app_format, (*core_attr).format);
+            }
         }
         ret
     }
@@ -325,7 +370,84 @@ unsafe fn open_ep(
     };
     let refuse = || fi_warn!(Domain, "NULL info or endpoint out pointer");
     // SAFETY: the caller's contract.
-    unsafe { open_through_core(ep, Some((info, layered.core_name())), refuse, open, patch) }
+    let ret =
+        unsafe { open_through_core(ep, Some((info, layered.core_name())), refuse, open, patch) };
+    if ret == 0
+        && let Some(rma) = &layered.home.rma
+    {
+        // SAFETY: the endpoint just opened (written through the checked out pointer).
+        let out = unsafe { *ep };
+        // SAFETY: an open endpoint of this domain.
+        if let Err(e) = unsafe { bind_arrivals(layered, rma, out) } {
+            // SAFETY: the endpoint rscntr just handed out, closed before the application
+            // used it.
+            unsafe { ofi::fi_close(out.cast()) };
+            // SAFETY: the application's out pointer.
+            unsafe { *ep = std::ptr::null_mut() };
+            return e;
+        }
+    }
+    ret
+}
+
+/// Binds the domain's arrivals counter (`rma_event.rs`: what waiters on remote-access
+/// counters sleep on) to a new endpoint with FI_REMOTE_WRITE, opening it with the first.
+///
+/// # Safety
+/// `ep` is an open endpoint of the domain, not enabled yet.
+unsafe fn bind_arrivals(
+    layered: &LayeredDomain,
+    rma: &RmaEvents,
+    ep: *mut ofi::fid_ep,
+) -> Result<(), c_int> {
+    let arrivals = {
+        let mut a = rma.arrivals.lock();
+        match *a {
+            Some(c) => c,
+            None => {
+                let mut attr = ofi::fi_cntr_attr {
+                    events: ofi::fi_cntr_events_FI_CNTR_EVENTS_COMP,
+                    wait_obj: ofi::fi_wait_obj_FI_WAIT_NONE,
+                    wait_set: std::ptr::null_mut(),
+                    flags: 0,
+                };
+                let mut c: *mut ofi::fid_cntr = std::ptr::null_mut();
+                // SAFETY: the domain's own counter open, with valid pointers.
+                let ret = unsafe {
+                    cntr::open_in(&layered.home, &mut attr, &mut c, std::ptr::null_mut())
+                };
+                if ret != 0 {
+                    fi_warn!(
+                        Domain,
+                        "cannot open the counter remote-access waits sleep on: {ret}"
+                    );
+                    return Err(ret);
+                }
+                *a = Some(c);
+                c
+            }
+        }
+    };
+    // SAFETY: rscntr's bind on the endpoint (its table), with rscntr's own counter.
+    let ret = unsafe {
+        (*(*ep).fid.ops).bind.map_or(err::ENOSYS, |bind| {
+            bind(ep.cast(), arrivals.cast(), ofi::FI_REMOTE_WRITE as u64)
+        })
+    };
+    if ret != 0 {
+        fi_warn!(
+            Domain,
+            "cannot bind the counter remote-access waits sleep on: {ret}"
+        );
+        return Err(ret);
+    }
+    // SAFETY: rscntr's counter, just bound: its feed is open.
+    if let Some(c) = unsafe { cntr::as_cntr::<'static>(arrivals.cast()) }
+        && let Ok(feed) = c.feed_or_open(&mut |_| Err(err::ENOENT))
+    {
+        rma.set_arrivals_feed(feed);
+    }
+    Ok(())
 }
 
 unsafe extern "C" fn endpoint(
@@ -396,7 +518,22 @@ unsafe fn patched_mr(
     };
     let refuse = || fi_warn!(Domain, "NULL MR out pointer");
     // SAFETY: the caller's contract.
-    unsafe { open_through_core(mr, None, refuse, open, patch) }
+    let ret = unsafe { open_through_core(mr, None, refuse, open, patch) };
+    if ret == 0
+        && let Some(r) = &layered.home.rma
+    {
+        // SAFETY: the MR just registered (written through the checked out pointer).
+        let out = unsafe { *mr };
+        // SAFETY: as above.
+        if let Err(e) = r.registered(out, unsafe { (*out).key }) {
+            // SAFETY: the MR rscntr just handed out, closed again before the application saw it.
+            unsafe { ofi::fi_close(out.cast()) };
+            // SAFETY: the application's out pointer.
+            unsafe { *mr = std::ptr::null_mut() };
+            return e;
+        }
+    }
+    ret
 }
 
 #[allow(clippy::too_many_arguments)]

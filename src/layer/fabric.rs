@@ -171,6 +171,7 @@ unsafe extern "C" fn domain_open2(
         // SAFETY: only patched core fabrics reach this op.
         let layered = unsafe { LayeredFabric::of(fabric) };
         let thread_safe = std::cell::Cell::new(false);
+        let rma_events = std::cell::Cell::new(false);
         let open = |core_info: *mut ofi::fi_info, out| {
             // After rscntr's pointer checks, as ever; unwinding frees the core's info.
             testhook::panic(Op::Domain);
@@ -191,7 +192,14 @@ unsafe extern "C" fn domain_open2(
             // the application passed says whether it asked).
             // SAFETY: NULL or the application's valid info.
             let trigger = unsafe { info.as_ref() }.is_some_and(|i| i.caps & ofi::FI_TRIGGER as u64 != 0);
+            // Remote-access counters rscntr provides (`rma_event.rs`): rscntr's threads post
+            // notifications and read CQs for waiters beside the application.
+            // SAFETY: as above.
+            let rma = unsafe { info.as_ref() }.is_some_and(|i| i.caps & ofi::FI_RMA_EVENT != 0)
+                && super::rma_event::emulated(&layered.share.core.to_string_lossy());
+            rma_events.set(rma);
             if trigger
+                || rma
                 || *threading == ofi::fi_threading_FI_THREAD_COMPLETION
                 || *threading == ofi::fi_threading_FI_THREAD_ENDPOINT
             {
@@ -212,7 +220,7 @@ unsafe extern "C" fn domain_open2(
         };
         // SAFETY: a just-opened core domain; the core's info (freed after) describes it.
         let patch =
-            |out, _core_info| unsafe { domain::patch(out, &layered.share, thread_safe.get()) };
+            |out, _core_info| unsafe { domain::patch(out, &layered.share, thread_safe.get(), rma_events.get()) };
         // A domain opened for a NULL out pointer could never be closed (its fabric neither).
         let refuse = || fi_warn!(Domain, "NULL info or domain out pointer");
         // SAFETY: `info` NULL or valid, `dom` NULL or an out pointer (the caller's contract).

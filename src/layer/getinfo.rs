@@ -2,6 +2,7 @@
 //! core's infos mirrored as rscntr's, the core's copy of an application's info, and which core
 //! each mirrored fabric came from.
 
+use super::rma_event;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
 use crate::boundary::{params, provider};
@@ -159,6 +160,17 @@ pub unsafe fn to_core(info: *const ofi::fi_info, core: &CStr) -> Option<*mut ofi
         set_str(&mut (*i.fabric_attr).prov_name, Some(core));
         (*i.domain_attr).cntr_cnt = 0;
         set_max_cntr_values(i.domain_attr, 0);
+        if rma_event::emulated(&core.to_string_lossy()) {
+            // rscntr's own remote-access counters: the core is asked for none.
+            i.caps &= !RMA_EVENT;
+            (*i.domain_attr).mr_mode &= !(ofi::FI_MR_RMA_EVENT as c_int);
+            if let Some(tx) = i.tx_attr.as_mut() {
+                tx.caps &= !RMA_EVENT;
+            }
+            if let Some(rx) = i.rx_attr.as_mut() {
+                rx.caps &= !RMA_EVENT;
+            }
+        }
         i.caps &= !OWN_CAPS;
         if let Some(tx) = i.tx_attr.as_mut() {
             tx.caps &= !OWN_CAPS;
@@ -228,6 +240,40 @@ unsafe fn mirror(mut cur: *mut ofi::fi_info, core: &str, own: u64) {
     }
 }
 
+const RMA_EVENT: u64 = ofi::FI_RMA_EVENT;
+
+/// Over a core whose remote-access counters are rscntr's (`rma_event.rs`): FI_RMA_EVENT only
+/// when the hints ask for it (tcp's own, which counts nothing, is taken out), and then
+/// FI_MR_RMA_EVENT as asked and 4 bytes of remote CQ data (rscntr's notifications use the rest).
+///
+/// # Safety
+/// `list` is a list rscntr mirrored; `hints` NULL or valid.
+unsafe fn rma_events(mut cur: *mut ofi::fi_info, hints: Option<&ofi::fi_info>) {
+    let asked = hints.is_some_and(|h| h.caps & RMA_EVENT != 0);
+    // SAFETY: NULL or valid (caller's contract).
+    let mr_asked = hints
+        .and_then(|h| unsafe { h.domain_attr.as_ref() })
+        .is_some_and(|d| d.mr_mode & ofi::FI_MR_RMA_EVENT as c_int != 0);
+    // SAFETY: walking a valid list; all attr pointers are set.
+    while let Some(i) = unsafe { cur.as_mut() } {
+        unsafe {
+            let (tx, rx, dom) = (&mut *i.tx_attr, &mut *i.rx_attr, &mut *i.domain_attr);
+            i.caps &= !RMA_EVENT;
+            tx.caps &= !RMA_EVENT;
+            rx.caps &= !RMA_EVENT;
+            if asked {
+                i.caps |= RMA_EVENT;
+                rx.caps |= RMA_EVENT;
+                dom.cq_data_size = dom.cq_data_size.min(rma_event::APP_DATA_SIZE);
+                if mr_asked {
+                    dom.mr_mode |= ofi::FI_MR_RMA_EVENT as c_int;
+                }
+            }
+        }
+        cur = i.next;
+    }
+}
+
 /// fi_getinfo over one core; Ok(list) only when the core answered.
 ///
 /// # Safety
@@ -283,6 +329,10 @@ pub unsafe fn getinfo_over(
     }
     // SAFETY: a list fi_getinfo just returned.
     unsafe { mirror(list, core, own) };
+    if rma_event::emulated(core) {
+        // SAFETY: hints NULL or valid (caller's contract); the list is ours.
+        unsafe { rma_events(list, hints.as_ref()) };
+    }
     fi_info!(Core, "serving over core {core}");
     Ok(list)
 }

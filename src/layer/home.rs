@@ -2,6 +2,7 @@
 //! that counts for them once they are bound.
 
 use super::deferred::Deferred;
+use super::rma_event::RmaEvents;
 use super::wait::{CoreFabric, CqOpenFn, FdBlocker, Plan, epoll_set};
 use crate::cntr::{CntrHome, Slots};
 use crate::ofi;
@@ -40,6 +41,9 @@ pub struct CoreHome {
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
     /// Deferred data operations and the CQ filters they need (`deferred.rs`).
     pub deferred: Deferred,
+    /// The domain's remote-access counters, when rscntr provides them (`rma_event.rs`: the
+    /// domain was opened for FI_RMA_EVENT over a core without working ones).
+    pub rma: Option<RmaEvents>,
 }
 
 // SAFETY: the raw pointers (the core domain, its fabric) are set when the domain opens and never

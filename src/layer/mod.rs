@@ -18,6 +18,9 @@
 //!   operations as rscntr holds them, aliases;
 //! - `work.rs`, `deferred.rs`: the deferred work queue, and the CQ filter that keeps deferred
 //!   completions from the application;
+//! - `rma_event.rs`, `rma_ep.rs`: remote-access counters where the core has none that count
+//!   (tcp, `ofi_rxm`): notifications in remote CQ data, counted at the target as its CQ
+//!   filter takes them out, sent by the initiator's rma and atomic tables;
 //! - `bind.rs`: rscntr's bind on core endpoints and MRs;
 //! - `interpose.rs`: what the interposed opens and closes share (the core's info, patching the
 //!   new object, freeing rscntr's record only once the core closed the object);
@@ -34,6 +37,8 @@ mod getinfo;
 mod home;
 mod interpose;
 mod op;
+mod rma_ep;
+mod rma_event;
 mod trigger;
 mod wait;
 mod work;

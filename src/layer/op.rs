@@ -72,15 +72,44 @@ pub struct Atomic(
     Descs,
     Vec<ofi::fi_rma_ioc>,
 );
-/// A result or compare buffer list of a fetch or compare atomic.
-pub struct Fetch(Vec<ofi::fi_ioc>, Descs);
+/// A result or compare buffer list of a fetch or compare atomic: its iovs copied, its
+/// descriptors copied or (deferred work) the application's own array.
+pub struct Fetch {
+    iov: Vec<ofi::fi_ioc>,
+    /// Owns what `desc` points at, when copied.
+    _desc_copy: Descs,
+    desc: *mut *mut c_void,
+}
 
 impl Fetch {
     /// # Safety
     /// `iov`/`desc` NULL or `count` valid elements.
     pub unsafe fn copy(iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize) -> Fetch {
         // SAFETY: caller's contract.
-        unsafe { Fetch(copied(iov, count), copied(desc, count)) }
+        let (iov, desc_copy) = unsafe { (copied(iov, count), copied(desc, count)) };
+        let desc = ptr_of(&desc_copy);
+        Fetch {
+            iov,
+            _desc_copy: desc_copy,
+            desc,
+        }
+    }
+
+    /// The iovs copied, the descriptor array left where the application has it: deferred
+    /// work's structures stay the application's until the work completes (fi_trigger(3)), and
+    /// the core reads the descriptors only if it needs them, as it would from the
+    /// application directly (fabtests' fi_rdm_deferred_wq hands one descriptor where the
+    /// array belongs).
+    ///
+    /// # Safety
+    /// `iov` NULL or `count` valid elements; `desc` the application's, live until completion.
+    pub unsafe fn in_place(iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize) -> Fetch {
+        Fetch {
+            // SAFETY: caller's contract.
+            iov: unsafe { copied(iov, count) },
+            _desc_copy: Vec::new(),
+            desc,
+        }
     }
 }
 
@@ -233,18 +262,18 @@ pub unsafe fn post(op: &Op, ep: *mut ofi::fid_ep, core: &CoreOps, flags: u64) ->
                 .and_then(|t| t.writemsg)
                 .map_or(ENOSYS, |f| f(ep, &a.0, flags)),
             Op::Fetch(a, r) => atomic.and_then(|t| t.readwritemsg).map_or(ENOSYS, |f| {
-                f(ep, &a.0, ptr_of(&r.0), ptr_of(&r.1), r.0.len(), flags)
+                f(ep, &a.0, ptr_of(&r.iov), r.desc, r.iov.len(), flags)
             }),
             Op::Compare(a, c, r) => atomic.and_then(|t| t.compwritemsg).map_or(ENOSYS, |f| {
                 f(
                     ep,
                     &a.0,
-                    ptr_of(&c.0),
-                    ptr_of(&c.1),
-                    c.0.len(),
-                    ptr_of(&r.0),
-                    ptr_of(&r.1),
-                    r.0.len(),
+                    ptr_of(&c.iov),
+                    c.desc,
+                    c.iov.len(),
+                    ptr_of(&r.iov),
+                    r.desc,
+                    r.iov.len(),
                     flags,
                 )
             }),

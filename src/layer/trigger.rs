@@ -52,6 +52,9 @@ pub struct TriggerEp {
     /// The filters of the CQs bound to the endpoint (`deferred.rs`), with the bind's
     /// FI_TRANSMIT / FI_RECV.
     cqs: Mutex<Vec<(*mut CqFilter, u64)>>,
+    /// The record of the tables under these (`rma_ep.rs`), whose entries the endpoint's table
+    /// pointers, which point here, lead to; NULL when the core's are under these.
+    pub below: std::sync::atomic::AtomicPtr<c_void>,
 }
 
 // SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (which
@@ -99,6 +102,7 @@ impl TriggerEp {
                 deferred: AtomicUsize::new(0),
                 bound: Mutex::new(Vec::new()),
                 cqs: Mutex::new(Vec::new()),
+                below: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             });
             // Only where the core has the op: a missing one stays missing.
             macro_rules! ours_where_the_core_has {
@@ -194,6 +198,11 @@ impl TriggerEp {
             filters: self.cqs.lock().iter().map(|(f, _)| *f).collect(),
             refs: &self.deferred,
         }
+    }
+
+    /// The filter of the CQ bound for transmits, if any.
+    pub fn transmit_filter(&self) -> Option<*mut CqFilter> {
+        self.filter_for(ofi::FI_TRANSMIT)
     }
 
     /// The filter of the CQ bound for `dir` (FI_TRANSMIT or FI_RECV).
@@ -427,6 +436,24 @@ macro_rules! record_of {
                 .cast::<TriggerEp>()
         }
     };
+}
+
+impl TriggerEp {
+    /// The record whose rma table `ep` has.
+    ///
+    /// # Safety
+    /// `ep` was patched by [`TriggerEp::patch`] and has an rma table.
+    pub unsafe fn of_rma<'a>(ep: *mut ofi::fid_ep) -> &'a TriggerEp {
+        record_of!(ep, rma)
+    }
+
+    /// The record whose atomic table `ep` has.
+    ///
+    /// # Safety
+    /// As [`TriggerEp::of_rma`], for the atomic table.
+    pub unsafe fn of_atomic<'a>(ep: *mut ofi::fid_ep) -> &'a TriggerEp {
+        record_of!(ep, atomic)
+    }
 }
 
 /// The endpoint's own op when FI_TRIGGER is clear; else a copy of the operation, queued.

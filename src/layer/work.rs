@@ -182,13 +182,13 @@ impl WorkQueue {
                 }
                 ofi::fi_op_type_FI_OP_FETCH_ATOMIC => {
                     let o = arm!(fetch_atomic);
-                    let f = Fetch::copy(o.fetch.msg_iov, o.fetch.desc, o.fetch.iov_count);
+                    let f = Fetch::in_place(o.fetch.msg_iov, o.fetch.desc, o.fetch.iov_count);
                     (o.ep, Op::Fetch(Op::atomic(&o.msg), f), o.flags)
                 }
                 _ => {
                     let o = arm!(compare_atomic);
-                    let c = Fetch::copy(o.compare.msg_iov, o.compare.desc, o.compare.iov_count);
-                    let f = Fetch::copy(o.fetch.msg_iov, o.fetch.desc, o.fetch.iov_count);
+                    let c = Fetch::in_place(o.compare.msg_iov, o.compare.desc, o.compare.iov_count);
+                    let f = Fetch::in_place(o.fetch.msg_iov, o.fetch.desc, o.fetch.iov_count);
                     (o.ep, Op::Compare(Op::atomic(&o.msg), c, f), o.flags)
                 }
             }

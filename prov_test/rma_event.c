@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * Remote-access counters (FI_RMA_EVENT): counters bound to an MR with FI_REMOTE_WRITE /
+ * FI_REMOTE_READ, or to an endpoint for remote accesses, over a core provider
+ * (FI_RSCNTR_CORE). Over tcp and tcp;ofi_rxm they are rscntr's own (the core has none that
+ * count); over shm, sockets and udp;ofi_rxd the core's. Endpoint A accesses endpoint B's MRs
+ * (one domain, two endpoints, one AV); B's MR1 has a counter for remote writes (w1) and one
+ * for remote reads (r1), its MR2 one for both (m2), B itself one for both (epB, bound to the
+ * endpoint); A's local counter (txA) is bound FI_WRITE | FI_READ.
+ *
+ * | part    | checks                                                                          |
+ * |---------|---------------------------------------------------------------------------------|
+ * | writes  | fi_write, fi_writev, fi_writemsg, fi_inject_write, fi_writedata,                |
+ * |         | fi_inject_writedata to MR1: w1 and epB +1 each, r1 and m2 unmoved, txA +1; the  |
+ * |         | data is in place once w1 shows the write; writedata's own data reaches B's CQ   |
+ * |         | (FI_REMOTE_CQ_DATA, the value sent) and nothing else does                      |
+ * | reads   | fi_read, fi_readv, fi_readmsg of MR1: r1 and epB +1, w1 unmoved                 |
+ * | other   | a write to MR2: m2 +1 and MR1's counters unmoved                                |
+ * | atomics | on MR1: fi_atomic counts as a write (w1, fi_mr(3): remote writes and atomics    |
+ * |         | that modify the MR), fi_fetch_atomic and fi_compare_atomic as a write and a     |
+ * |         | read (w1 and r1); epB +1 each                                                   |
+ *
+ * fi_mr(3) defines MR counters for FI_REMOTE_WRITE only; rscntr's also count FI_REMOTE_READ.
+ * Over a core's own MR counters (sockets counts no reads on them) r1 is only printed.
+ * | local   | sends A -> B, and B's own writes to A: no remote counter of B's moves           |
+ * | A's CQ  | (CONTEXT format) gets exactly one entry per operation A posted, its context     |
+ *
+ * Skipped, with the reason printed: FI_RSCNTR_CORE=none, a core without RDM endpoints, a
+ * provider without FI_RMA_EVENT (a failure for rscntr over tcp and tcp;ofi_rxm), the atomic
+ * part without FI_ATOMIC, MR counters where the core refuses them (-FI_ENOSYS: endpoint
+ * counters only). RSCNTR_TEST_PROV names the provider (default rscntr) to check the test
+ * against a core's own counters. Every wait is bounded; a watchdog turns a hang into a failure.
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include "harness.h"
+
+#define NAME "rma_event"
+#define TMO 5000
+#define LEN 64
+
+static const char *prov;
+static struct fi_info *info;
+static struct fid_fabric *fabric;
+static struct fid_domain *domain;
+static struct fid_av *av;
+static struct fid_cq *cqA, *cqB;
+static struct fid_ep *epA, *epB;
+static struct fid_cntr *txA, *w1, *r1, *m2, *epBc;
+static struct fid_mr *mrA, *mr1, *mr2;
+static fi_addr_t addrA, addrB;
+static char bufA[LEN * 4], buf1[LEN], buf2[LEN];
+static int mr_counters, rma_emulated, mr_reads_told;
+
+static void watchdog(int sig)
+{
+	(void) sig;
+	static const char msg[] = NAME ": watchdog: a wait hung\n";
+	ssize_t w = write(2, msg, sizeof msg - 1);
+	(void) w;
+	_exit(2);
+}
+
+static uint64_t key_of(struct fid_mr *m)
+{
+	return fi_mr_key(m);
+}
+
+static uint64_t raddr(struct fid_mr *m, const void *p, const void *base)
+{
+	(void) m;
+	return (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t) (uintptr_t) p
+		: (uint64_t) ((const char *) p - (const char *) base);
+}
+
+static void *desc_of(struct fid_mr *m)
+{
+	return fi_mr_desc(m);
+}
+
+static void progress(void)
+{
+	struct fi_cq_data_entry e;
+	(void) fi_cq_read(cqB, &e, 0);
+	(void) fi_cntr_read(epBc);
+}
+
+/* Posts until the core takes it, driving both endpoints' progress (connection-based cores
+ * answer -FI_EAGAIN until the connection is up, which needs the target to progress too). */
+#define POST2(call)                                                                       \
+	({                                                                                \
+		ssize_t _ret;                                                             \
+		double _t0 = now_ms();                                                    \
+		while ((_ret = (call)) == -FI_EAGAIN && now_ms() - _t0 < 10000) {         \
+			struct fi_cq_entry _e;                                            \
+			(void) fi_cq_read(cqA, &_e, 0);                                   \
+			progress();                                                       \
+		}                                                                         \
+		_ret;                                                                     \
+	})
+
+/* Waits until A's CQ holds `n` more entries, each with context `ctx`; progresses B meanwhile. */
+static void wait_A(int n, void *ctx)
+{
+	double t0 = now_ms();
+	int got = 0;
+	while (got < n && now_ms() - t0 < TMO) {
+		struct fi_cq_entry e;
+		ssize_t r = fi_cq_read(cqA, &e, 1);
+		if (r == 1) {
+			CHECK(e.op_context == ctx, "A's CQ entry has context %p, expected %p", e.op_context, ctx);
+			got++;
+		} else if (r == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee = { 0 };
+			(void) fi_cq_readerr(cqA, &ee, 0);
+			CHECK(0, "A's CQ error entry: %s", fi_strerror(ee.err));
+			got++;
+		} else {
+			progress();
+		}
+	}
+	CHECK(got == n, "A's CQ: %d of %d entries", got, n);
+}
+
+static void wait_val(struct fid_cntr *c, uint64_t v, const char *what)
+{
+	double t0 = now_ms();
+	while (fi_cntr_read(c) < v && now_ms() - t0 < TMO) {
+		progress();
+		struct fi_cq_entry e;
+		(void) fi_cq_read(cqA, &e, 0);
+	}
+	CHECK(fi_cntr_read(c) >= v, "%s: %" PRIu64 " after %d ms, expected %" PRIu64, what,
+	      fi_cntr_read(c), TMO, v);
+}
+
+struct expect {
+	uint64_t w1, r1, m2, ep, tx;
+};
+
+static struct expect now_counts(void)
+{
+	struct expect e = { mr_counters ? fi_cntr_read(w1) : 0, mr_counters ? fi_cntr_read(r1) : 0,
+			    mr_counters ? fi_cntr_read(m2) : 0, fi_cntr_read(epBc), fi_cntr_read(txA) };
+	return e;
+}
+
+/* After an operation: the counters reach `e` and stay there (no count for anything else). */
+static void settle_to(struct expect e, const char *what)
+{
+	if (mr_counters) {
+		wait_val(w1, e.w1, what);
+		if (rma_emulated)
+			wait_val(r1, e.r1, what);
+		wait_val(m2, e.m2, what);
+	}
+	wait_val(epBc, e.ep, what);
+	wait_val(txA, e.tx, what);
+	double t0 = now_ms();
+	while (now_ms() - t0 < 30)
+		progress();
+	struct expect n = now_counts();
+	if (mr_counters) {
+		CHECK(n.w1 == e.w1, "%s: MR1 remote-write counter %" PRIu64 ", expected %" PRIu64, what, n.w1, e.w1);
+		if (rma_emulated)
+			CHECK(n.r1 == e.r1, "%s: MR1 remote-read counter %" PRIu64 ", expected %" PRIu64, what, n.r1, e.r1);
+		else if (n.r1 != e.r1 && !mr_reads_told++)
+			printf(NAME ": the core's MR counter for FI_REMOTE_READ: %" PRIu64 " after %s (rscntr's "
+			       "would be %" PRIu64 ")\n", n.r1, what, e.r1);
+		CHECK(n.m2 == e.m2, "%s: MR2 counter %" PRIu64 ", expected %" PRIu64, what, n.m2, e.m2);
+	}
+	CHECK(n.ep == e.ep, "%s: B's endpoint counter %" PRIu64 ", expected %" PRIu64, what, n.ep, e.ep);
+	CHECK(n.tx == e.tx, "%s: A's FI_WRITE|FI_READ counter %" PRIu64 ", expected %" PRIu64, what, n.tx, e.tx);
+	CHECK(fi_cntr_readerr(epBc) == 0, "%s: errors on B's counter", what);
+}
+
+/* B's CQ: returns how many entries it had, checking each one's remote CQ data. */
+static int drain_B(uint64_t want_data, int want)
+{
+	int got = 0;
+	double t0 = now_ms();
+	while (now_ms() - t0 < (want ? TMO : 30)) {
+		struct fi_cq_data_entry e;
+		ssize_t r = fi_cq_read(cqB, &e, 1);
+		if (r == 1) {
+			got++;
+			CHECK(e.flags & FI_REMOTE_CQ_DATA, "B's CQ entry without FI_REMOTE_CQ_DATA (flags %#" PRIx64 ")", e.flags);
+			CHECK(e.data == want_data, "B's CQ entry has data %#" PRIx64 ", expected %#" PRIx64, e.data, want_data);
+			if (got >= want && want)
+				break;
+		} else if (r == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee = { 0 };
+			(void) fi_cq_readerr(cqB, &ee, 0);
+			CHECK(0, "B's CQ error entry: %s", fi_strerror(ee.err));
+		} else {
+			struct fi_cq_entry x;
+			(void) fi_cq_read(cqA, &x, 0);
+		}
+	}
+	return got;
+}
+
+static int getinfo(uint64_t caps, struct fi_info **out)
+{
+	struct fi_info *hints = fi_allocinfo();
+	hints->caps = caps;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RMA_EVENT | FI_MR_LOCAL;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->fabric_attr->prov_name = strdup(prov);
+	hints->tx_attr->msg_order = FI_ORDER_SAS;
+	int ret = fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, hints, out);
+	fi_freeinfo(hints);
+	return ret;
+}
+
+static struct fid_cntr *cntr(void)
+{
+	struct fi_cntr_attr a = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_cntr *c = NULL;
+	CHECK_RET(fi_cntr_open(domain, &a, &c, NULL), 0);
+	return c;
+}
+
+static struct fid_mr *reg(void *buf, size_t len, uint64_t access, uint64_t key)
+{
+	struct fid_mr *m = NULL;
+	CHECK_RET(fi_mr_reg(domain, buf, len, access, 0, key, 0, &m, NULL), 0);
+	if (m && (info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
+		CHECK_RET(fi_mr_bind(m, &epB->fid, 0), 0);
+	}
+	return m;
+}
+
+static void enable_mr(struct fid_mr *m)
+{
+	if (m && (info->domain_attr->mr_mode & (FI_MR_RMA_EVENT | FI_MR_ENDPOINT)))
+		CHECK_RET(fi_mr_enable(m), 0);
+}
+
+static struct fid_ep *endpoint(struct fid_cq *cq, struct fid_cntr *c, uint64_t flags)
+{
+	struct fid_ep *e = NULL;
+	CHECK_RET(fi_endpoint(domain, info, &e, NULL), 0);
+	if (!e)
+		return NULL;
+	CHECK_RET(fi_ep_bind(e, &av->fid, 0), 0);
+	CHECK_RET(fi_ep_bind(e, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	if (c)
+		CHECK_RET(fi_ep_bind(e, &c->fid, flags), 0);
+	return e;
+}
+
+static void test_writes(void)
+{
+	static struct fi_context2 ctx[8];
+	const char *what[] = { "fi_write", "fi_writev", "fi_writemsg", "fi_inject_write",
+			       "fi_writedata", "fi_inject_writedata" };
+	uint64_t data = 0x1234abcd;
+	for (int k = 0; k < 6; k++) {
+		struct expect e = now_counts();
+		char *src = bufA + k;
+		memset(src, 'a' + k, LEN / 2);
+		uint64_t ra = raddr(mr1, buf1, buf1);
+		void *d = desc_of(mrA);
+		ssize_t r;
+		struct iovec iov = { src, LEN / 2 };
+		struct fi_rma_iov riov = { ra, LEN / 2, key_of(mr1) };
+		struct fi_msg_rma msg = { .msg_iov = &iov, .desc = &d, .iov_count = 1, .addr = addrB,
+					  .rma_iov = &riov, .rma_iov_count = 1, .context = &ctx[k] };
+		switch (k) {
+		case 0: r = POST2(fi_write(epA, src, LEN / 2, d, addrB, ra, key_of(mr1), &ctx[k])); break;
+		case 1: r = POST2(fi_writev(epA, &iov, &d, 1, addrB, ra, key_of(mr1), &ctx[k])); break;
+		case 2: r = POST2(fi_writemsg(epA, &msg, FI_COMPLETION)); break;
+		case 3: r = POST2(fi_inject_write(epA, src, LEN / 2, addrB, ra, key_of(mr1))); break;
+		case 4: r = POST2(fi_writedata(epA, src, LEN / 2, d, data, addrB, ra, key_of(mr1), &ctx[k])); break;
+		default: r = POST2(fi_inject_writedata(epA, src, LEN / 2, data, addrB, ra, key_of(mr1))); break;
+		}
+		CHECK(r == 0, "%s returned %zd (%s)", what[k], r, fi_strerror((int) -r));
+		if (k != 3 && k != 5)
+			wait_A(1, &ctx[k]);
+		e.w1++;
+		e.ep++;
+		e.tx++;
+		settle_to(e, what[k]);
+		CHECK(!memcmp(buf1, src, LEN / 2), "%s: the data is not in MR1 once counted", what[k]);
+		int got = drain_B(data, k >= 4 ? 1 : 0);
+		CHECK(got == (k >= 4 ? 1 : 0), "%s: B's CQ got %d entries", what[k], got);
+	}
+}
+
+static void test_reads(void)
+{
+	static struct fi_context2 ctx[4];
+	const char *what[] = { "fi_read", "fi_readv", "fi_readmsg" };
+	memset(buf1, 'R', LEN);
+	for (int k = 0; k < 3; k++) {
+		struct expect e = now_counts();
+		char *dst = bufA + LEN * 2;
+		memset(dst, 0, LEN);
+		uint64_t ra = raddr(mr1, buf1, buf1);
+		void *d = desc_of(mrA);
+		ssize_t r;
+		struct iovec iov = { dst, LEN };
+		struct fi_rma_iov riov = { ra, LEN, key_of(mr1) };
+		struct fi_msg_rma msg = { .msg_iov = &iov, .desc = &d, .iov_count = 1, .addr = addrB,
+					  .rma_iov = &riov, .rma_iov_count = 1, .context = &ctx[k] };
+		switch (k) {
+		case 0: r = POST2(fi_read(epA, dst, LEN, d, addrB, ra, key_of(mr1), &ctx[k])); break;
+		case 1: r = POST2(fi_readv(epA, &iov, &d, 1, addrB, ra, key_of(mr1), &ctx[k])); break;
+		default: r = POST2(fi_readmsg(epA, &msg, FI_COMPLETION)); break;
+		}
+		CHECK(r == 0, "%s returned %zd (%s)", what[k], r, fi_strerror((int) -r));
+		wait_A(1, &ctx[k]);
+		e.r1++;
+		e.ep++;
+		e.tx++;
+		settle_to(e, what[k]);
+		CHECK(!memcmp(dst, buf1, LEN), "%s: wrong data read", what[k]);
+		CHECK(drain_B(0, 0) == 0, "%s: B's CQ got an entry", what[k]);
+	}
+}
+
+static void test_other_mr(void)
+{
+	static struct fi_context2 ctx;
+	struct expect e = now_counts();
+	memset(bufA, 'o', LEN);
+	ssize_t r = POST(fi_write(epA, bufA, LEN, desc_of(mrA), addrB, raddr(mr2, buf2, buf2),
+				  key_of(mr2), &ctx), cqA);
+	CHECK(r == 0, "fi_write to MR2 returned %zd", r);
+	wait_A(1, &ctx);
+	e.m2++;
+	e.ep++;
+	e.tx++;
+	settle_to(e, "a write to MR2");
+	CHECK(!memcmp(buf2, bufA, LEN), "MR2's data");
+}
+
+static void test_atomics(void)
+{
+	static struct fi_context2 ctx[3];
+	uint64_t *t = (uint64_t *) buf1, *src = (uint64_t *) bufA, *res = (uint64_t *) (bufA + LEN),
+		 *cmp = (uint64_t *) (bufA + 2 * LEN);
+	*t = 5;
+	*src = 7;
+	void *d = desc_of(mrA);
+	uint64_t ra = raddr(mr1, buf1, buf1);
+	struct expect e = now_counts();
+	ssize_t r = POST2(fi_atomic(epA, src, 1, d, addrB, ra, key_of(mr1), FI_UINT64, FI_SUM, &ctx[0]));
+	CHECK(r == 0, "fi_atomic returned %zd (%s)", r, fi_strerror((int) -r));
+	wait_A(1, &ctx[0]);
+	e.w1++;
+	e.ep++;
+	e.tx++;
+	settle_to(e, "fi_atomic (FI_SUM)");
+	CHECK(*t == 12, "fi_atomic: target holds %" PRIu64 ", expected 12", *t);
+	r = POST2(fi_fetch_atomic(epA, src, 1, d, res, d, addrB, ra, key_of(mr1), FI_UINT64, FI_SUM, &ctx[1]));
+	CHECK(r == 0, "fi_fetch_atomic returned %zd (%s)", r, fi_strerror((int) -r));
+	wait_A(1, &ctx[1]);
+	e.w1++;
+	e.r1++;
+	e.ep++;
+	e.tx++;
+	settle_to(e, "fi_fetch_atomic (FI_SUM)");
+	CHECK(*res == 12 && *t == 19, "fi_fetch_atomic: fetched %" PRIu64 ", target %" PRIu64, *res, *t);
+	*cmp = 19;
+	*src = 1;
+	r = POST(fi_compare_atomic(epA, src, 1, d, cmp, d, res, d, addrB, ra, key_of(mr1), FI_UINT64,
+				   FI_CSWAP, &ctx[2]), cqA);
+	CHECK(r == 0, "fi_compare_atomic returned %zd (%s)", r, fi_strerror((int) -r));
+	wait_A(1, &ctx[2]);
+	e.w1++;
+	e.r1++;
+	e.ep++;
+	e.tx++;
+	settle_to(e, "fi_compare_atomic (FI_CSWAP)");
+	CHECK(*res == 19 && *t == 1, "fi_compare_atomic: fetched %" PRIu64 ", target %" PRIu64, *res, *t);
+}
+
+static void test_local(void)
+{
+	static struct fi_context2 sctx, rctx, wctx;
+	struct expect e = now_counts();
+	CHECK_RET(POST2(fi_recv(epB, buf2, LEN, desc_of(mr2), FI_ADDR_UNSPEC, &rctx)), 0);
+	CHECK_RET(POST2(fi_send(epA, bufA, 8, desc_of(mrA), addrB, &sctx)), 0);
+	wait_A(1, &sctx);
+	double t0 = now_ms();
+	int got = 0;
+	while (!got && now_ms() - t0 < TMO) {
+		struct fi_cq_data_entry x;
+		got = fi_cq_read(cqB, &x, 1) == 1;
+		if (got)
+			CHECK(x.op_context == &rctx, "B's receive entry");
+		struct fi_cq_entry y;
+		(void) fi_cq_read(cqA, &y, 0);
+	}
+	CHECK(got, "B's receive did not complete");
+	/* B writes to A's MR: B's remote counters must not move */
+	CHECK_RET(POST(fi_write(epB, buf2, 8, desc_of(mr2), addrA, raddr(mrA, bufA + 3 * LEN, bufA),
+				key_of(mrA), &wctx), cqB), 0);
+	t0 = now_ms();
+	got = 0;
+	while (!got && now_ms() - t0 < TMO) {
+		struct fi_cq_data_entry x;
+		got = fi_cq_read(cqB, &x, 1) == 1;
+		struct fi_cq_entry y;
+		(void) fi_cq_read(cqA, &y, 0);
+	}
+	CHECK(got, "B's write to A did not complete");
+	e.tx++; /* A's counter: its send */
+	settle_to(e, "sends and B's own write");
+	/* A's CQ has nothing else: one entry per operation, rscntr's notifications none */
+	struct fi_cq_entry y;
+	CHECK(fi_cq_read(cqA, &y, 1) == -FI_EAGAIN, "A's CQ has an entry left (context %p)", y.op_context);
+}
+
+int main(void)
+{
+	prov = getenv("RSCNTR_TEST_PROV") ? getenv("RSCNTR_TEST_PROV") : "rscntr";
+	const char *core = getenv("FI_RSCNTR_CORE");
+	int is_rscntr = !strcmp(prov, "rscntr");
+	signal(SIGALRM, watchdog);
+	alarm(120);
+	if (is_rscntr && core && !strcmp(core, "none")) {
+		printf(NAME ": FI_RSCNTR_CORE=none, no endpoints: skipped\n");
+		return finish(NAME);
+	}
+	rma_emulated = is_rscntr && core && (!strcmp(core, "tcp") || strstr(core, ";ofi_rxm"));
+	printf(NAME ": provider %s, FI_RSCNTR_CORE=%s\n", prov, core ? core : "(unset)");
+	uint64_t base = FI_MSG | FI_RMA | FI_RMA_EVENT;
+	int has_atomic = 1;
+	int ret = getinfo(base | FI_ATOMIC, &info);
+	if (ret == -FI_ENODATA) {
+		has_atomic = 0;
+		ret = getinfo(base, &info);
+	}
+	if (ret == -FI_ENODATA) {
+		struct fi_info *plain = NULL;
+		int rdm = getinfo(FI_MSG | FI_RMA, &plain) == 0;
+		fi_freeinfo(plain);
+		CHECK(!(rma_emulated && rdm), "rscntr over %s refused FI_RMA_EVENT", core);
+		printf(NAME ": no info with FI_RMA_EVENT%s: skipped\n", rdm ? "" : " (no RDM endpoints with FI_RMA)");
+		return finish(NAME);
+	}
+	CHECK_RET(ret, 0);
+	if (!info)
+		return finish(NAME);
+	if (!has_atomic)
+		printf(NAME ": no info with FI_ATOMIC: the atomic part is skipped\n");
+	printf(NAME ": fabric %s, mr_mode %#x, cq_data_size %zu\n", info->fabric_attr->name,
+	       info->domain_attr->mr_mode, info->domain_attr->cq_data_size);
+	CHECK(info->caps & FI_RMA_EVENT, "FI_RMA_EVENT missing from the caps");
+	if (rma_emulated)
+		CHECK(info->domain_attr->cq_data_size == 4, "cq_data_size %zu, expected 4 (rscntr's share)",
+		      info->domain_attr->cq_data_size);
+	CHECK_RET(fi_fabric(info->fabric_attr, &fabric, NULL), 0);
+	CHECK_RET(fi_domain(fabric, info, &domain, NULL), 0);
+	if (!domain)
+		return finish(NAME);
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 4 };
+	CHECK_RET(fi_av_open(domain, &av_attr, &av, NULL), 0);
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT, .size = 256 };
+	struct fi_cq_attr cb = { .format = FI_CQ_FORMAT_DATA, .size = 256 };
+	CHECK_RET(fi_cq_open(domain, &ca, &cqA, NULL), 0);
+	CHECK_RET(fi_cq_open(domain, &cb, &cqB, NULL), 0);
+	txA = cntr();
+	w1 = cntr();
+	r1 = cntr();
+	m2 = cntr();
+	epBc = cntr();
+	epA = endpoint(cqA, txA, FI_WRITE | FI_READ | FI_SEND);
+	epB = endpoint(cqB, epBc, FI_REMOTE_WRITE | FI_REMOTE_READ);
+	if (!epA || !epB || !av || !cqA || !cqB)
+		return finish(NAME);
+	uint64_t acc = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_READ | FI_WRITE | FI_SEND | FI_RECV;
+	mrA = reg(bufA, sizeof bufA, acc, 1);
+	mr1 = reg(buf1, sizeof buf1, acc, 2);
+	mr2 = reg(buf2, sizeof buf2, acc, 3);
+	if (!mrA || !mr1 || !mr2)
+		return finish(NAME);
+	ret = fi_mr_bind(mr1, &w1->fid, FI_REMOTE_WRITE);
+	if (ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP) {
+		CHECK(!rma_emulated, "rscntr over %s refused a counter on an MR: %d", core, ret);
+		printf(NAME ": %s counts no MR counters (%s): endpoint counters only\n", prov, fi_strerror(-ret));
+	} else {
+		CHECK_RET(ret, 0);
+		CHECK_RET(fi_mr_bind(mr1, &r1->fid, FI_REMOTE_READ), 0);
+		CHECK_RET(fi_mr_bind(mr2, &m2->fid, FI_REMOTE_WRITE | FI_REMOTE_READ), 0);
+		mr_counters = 1;
+	}
+	enable_mr(mrA);
+	enable_mr(mr1);
+	enable_mr(mr2);
+	CHECK_RET(fi_enable(epA), 0);
+	CHECK_RET(fi_enable(epB), 0);
+	char name[128];
+	size_t len = sizeof name;
+	CHECK_RET(fi_getname(&epA->fid, name, &len), 0);
+	CHECK_RET(fi_av_insert(av, name, 1, &addrA, 0, NULL), 1);
+	len = sizeof name;
+	CHECK_RET(fi_getname(&epB->fid, name, &len), 0);
+	CHECK_RET(fi_av_insert(av, name, 1, &addrB, 0, NULL), 1);
+	if (h_failed)
+		return finish(NAME);
+
+	test_writes();
+	test_reads();
+	test_other_mr();
+	if (has_atomic)
+		test_atomics();
+	test_local();
+
+	fi_close(&epA->fid);
+	fi_close(&epB->fid);
+	fi_close(&mrA->fid);
+	fi_close(&mr1->fid);
+	fi_close(&mr2->fid);
+	struct fid_cntr *cs[] = { txA, w1, r1, m2, epBc };
+	for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+		CHECK_RET(fi_close(&cs[i]->fid), 0);
+	CHECK_RET(fi_close(&cqA->fid), 0);
+	CHECK_RET(fi_close(&cqB->fid), 0);
+	CHECK_RET(fi_close(&av->fid), 0);
+	CHECK_RET(fi_close(&domain->fid), 0);
+	CHECK_RET(fi_close(&fabric->fid), 0);
+	fi_freeinfo(info);
+	return finish(NAME);
+}

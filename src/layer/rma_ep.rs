@@ -1,0 +1,599 @@
+//! The initiator's side of rscntr's remote-access counters (`rma_event.rs`): the rma and
+//! atomic tables of an endpoint in a domain whose remote accesses rscntr counts.
+//!
+//! - every write carries its notification as remote CQ data: `write`, `writev` and `inject`
+//!   become the core's `writedata`, `writemsg` and `injectdata`; the application's own remote
+//!   CQ data (`writedata`, `injectdata`, FI_REMOTE_CQ_DATA) rides in the same word;
+//! - a read or an atomic (a fetching one counts as both a write and a read), once the core
+//!   took it, is followed by a write of nothing that
+//!   carries the notification, on the same endpoint: the target's core handles a connection's
+//!   requests in order, so it counts the access after performing it. The notification is
+//!   rscntr's own deferred operation (`deferred.rs`): its completion never reaches the
+//!   application's CQ, and the endpoint's FI_WRITE counters are moved back for it.
+//!
+//! Endpoints of other domains keep the core's tables. These tables sit under the trigger-able
+//! ones (`trigger.rs`), so triggered and deferred operations notify too.
+
+use super::deferred::Deferred;
+use super::op::{CoreOps, Op};
+use super::rma_event::{Kind, encode};
+use super::trigger::TriggerEp;
+use crate::boundary::ffi::err;
+use crate::cntr::AnyCntr;
+use crate::{fi_warn, ofi};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::time::{Duration, Instant};
+
+const REMOTE_CQ_DATA: u64 = ofi::FI_REMOTE_CQ_DATA as u64;
+
+/// An endpoint's rma and atomic tables (its table pointers point into this record).
+#[repr(C)]
+pub struct RmaEp {
+    rma: ofi::fi_ops_rma,
+    atomic: ofi::fi_ops_atomic,
+    core_rma: *const ofi::fi_ops_rma,
+    core_atomic: *const ofi::fi_ops_atomic,
+    ep: *mut ofi::fid_ep,
+    /// The endpoint's default transmit flags (its info's), for the calls without flags that
+    /// become `writemsg`.
+    op_flags: u64,
+    deferred: *const Deferred,
+    /// The endpoint's bookkeeping of bound counters and CQs (always made for these
+    /// endpoints), set right after this record.
+    trigger: AtomicPtr<TriggerEp>,
+}
+
+// SAFETY: the core's endpoint and static tables, the domain's record (which outlives its
+// endpoints) and the endpoint's trigger record (freed after this one is unused).
+unsafe impl Send for RmaEp {}
+// SAFETY: as above.
+unsafe impl Sync for RmaEp {}
+
+/// Copies `orig` (NULL: an all-None table) into a table of rscntr's.
+///
+/// # Safety
+/// `orig` is NULL or a valid table.
+unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
+    // SAFETY: caller's contract.
+    unsafe { orig.as_ref() }.copied().unwrap_or_default()
+}
+
+impl RmaEp {
+    /// Gives `ep` rscntr's rma and atomic tables; the record lives until [`RmaEp::free`].
+    ///
+    /// # Safety
+    /// `ep` is an open core endpoint of the domain whose deferred operations are `deferred`;
+    /// `op_flags` its default transmit flags.
+    pub unsafe fn patch(ep: *mut ofi::fid_ep, deferred: &Deferred, op_flags: u64) -> *mut RmaEp {
+        // SAFETY: a valid endpoint whose table pointers are NULL or valid.
+        unsafe {
+            let e = &mut *ep;
+            let mut r = Box::new(RmaEp {
+                rma: copy_table(e.rma),
+                atomic: copy_table(e.atomic),
+                core_rma: e.rma,
+                core_atomic: e.atomic,
+                ep,
+                op_flags,
+                deferred,
+                trigger: AtomicPtr::new(std::ptr::null_mut()),
+            });
+            macro_rules! ours_where_the_core_has {
+                ($($slot:expr => $f:expr),* $(,)?) => {
+                    $(if $slot.is_some() {
+                        $slot = Some($f);
+                    })*
+                };
+            }
+            ours_where_the_core_has!(
+                r.rma.write => write,
+                r.rma.writev => writev,
+                r.rma.writemsg => writemsg,
+                r.rma.inject => inject,
+                r.rma.writedata => writedata,
+                r.rma.injectdata => injectdata,
+                r.rma.read => read,
+                r.rma.readv => readv,
+                r.rma.readmsg => readmsg,
+                r.atomic.write => atomic_write,
+                r.atomic.writev => atomic_writev,
+                r.atomic.writemsg => atomic_writemsg,
+                r.atomic.inject => atomic_inject,
+                r.atomic.readwrite => atomic_readwrite,
+                r.atomic.readwritev => atomic_readwritev,
+                r.atomic.readwritemsg => atomic_readwritemsg,
+                r.atomic.compwrite => atomic_compwrite,
+                r.atomic.compwritev => atomic_compwritev,
+                r.atomic.compwritemsg => atomic_compwritemsg,
+            );
+            let r = Box::into_raw(r);
+            if !(*r).core_rma.is_null() {
+                e.rma = &mut (*r).rma;
+            }
+            if !(*r).core_atomic.is_null() {
+                e.atomic = &mut (*r).atomic;
+            }
+            r
+        }
+    }
+
+    /// The endpoint's bookkeeping, made right after this record, on top of it: the
+    /// endpoint's table pointers then point at its tables, and it leads back here.
+    ///
+    /// # Safety
+    /// `t` is the endpoint's trigger record, live as long as this one.
+    pub unsafe fn set_trigger(&self, t: *mut TriggerEp) {
+        // SAFETY: caller's contract.
+        unsafe {
+            (*t).below
+                .store(self as *const Self as *mut c_void, Ordering::Release)
+        };
+        self.trigger.store(t, Ordering::Release);
+    }
+
+    /// Frees the record once the core closed its endpoint.
+    ///
+    /// # Safety
+    /// `r` came from [`RmaEp::patch`]; nothing uses it any more.
+    pub unsafe fn free(r: *mut RmaEp) {
+        // SAFETY: caller's contract.
+        drop(unsafe { Box::from_raw(r) });
+    }
+
+    fn core_rma(&self) -> &ofi::fi_ops_rma {
+        // SAFETY: the core's static table (present: only then are rma entries installed).
+        unsafe { &*self.core_rma }
+    }
+
+    fn core_atomic(&self) -> &ofi::fi_ops_atomic {
+        // SAFETY: as above, for atomics.
+        unsafe { &*self.core_atomic }
+    }
+
+    /// Notifies `dest` of an access of `kind` to each MR of `keys` (once per MR).
+    fn notify(&self, dest: ofi::fi_addr_t, keys: impl IntoIterator<Item = u64>, kind: Kind) {
+        let mut seen: Vec<u64> = Vec::new();
+        for key in keys {
+            if !seen.contains(&key) {
+                seen.push(key);
+                self.notify_one(dest, key, kind);
+            }
+        }
+    }
+
+    fn notify_one(&self, dest: ofi::fi_addr_t, key: u64, kind: Kind) {
+        // SAFETY: set right after patch, freed after this record is unused.
+        let Some(t) = (unsafe { self.trigger.load(Ordering::Acquire).as_ref() }) else {
+            return;
+        };
+        // SAFETY: all-zero is a valid fi_msg_rma (no iovs, NULL context).
+        let mut msg: ofi::fi_msg_rma = unsafe { std::mem::zeroed() };
+        msg.addr = dest;
+        msg.data = encode(kind, key, 0);
+        let core = CoreOps {
+            msg: std::ptr::null(),
+            tagged: std::ptr::null(),
+            rma: self.core_rma,
+            atomic: std::ptr::null(),
+        };
+        let mut target = t.target();
+        target.core = &core;
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut nap = Duration::from_micros(20);
+        let tx = t.transmit_filter();
+        loop {
+            let ret = match tx {
+                // SAFETY: a message without buffers; the domain's deferred operations.
+                Some(_) => unsafe { self.post_notification(&target, &msg) },
+                None => self.inject_notification(&target.bound, &msg),
+            };
+            if ret != err::EAGAIN as isize {
+                if ret != 0 {
+                    fi_warn!(
+                        EpData,
+                        "the core refused the notification of a remote access ({ret}): \
+                        the target's counter misses it"
+                    );
+                }
+                return;
+            }
+            if Instant::now() >= deadline {
+                fi_warn!(
+                    EpData,
+                    "the core kept refusing the notification of a remote access (-FI_EAGAIN \
+                    for 1 s): the target's counter misses it"
+                );
+                return;
+            }
+            if let Some(f) = tx {
+                // SAFETY: the domain's filters live until it closes.
+                unsafe { (*f).progress() };
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    /// The notification as rscntr's own deferred operation: its completion is taken out of
+    /// the endpoint's CQ and its count out of the endpoint's counters.
+    ///
+    /// # Safety
+    /// `msg` has no buffers; `target` is this endpoint with the core's tables.
+    unsafe fn post_notification(
+        &self,
+        target: &super::deferred::Target<'_>,
+        msg: &ofi::fi_msg_rma,
+    ) -> isize {
+        // SAFETY: no arrays to copy.
+        let mut op = unsafe { Op::rma(msg, true) };
+        // SAFETY: set right after patch.
+        let t = unsafe { &*self.trigger.load(Ordering::Acquire) };
+        t.hold_deferred();
+        // SAFETY: the domain's record; the endpoint is held.
+        match unsafe { (*self.deferred).post(target, &mut op, REMOTE_CQ_DATA, None) } {
+            Ok(()) => 0,
+            Err(()) => {
+                t.deferred_done();
+                err::EAGAIN as isize
+            }
+        }
+    }
+
+    /// Without a transmit CQ, nothing reports the notification's completion: it goes as an
+    /// inject, and the endpoint's FI_WRITE counters, which will count it, are moved back
+    /// first.
+    fn inject_notification(
+        &self,
+        bound: &[(*const dyn AnyCntr, u64)],
+        msg: &ofi::fi_msg_rma,
+    ) -> isize {
+        // SAFETY: the core's own op on its endpoint, with a message without buffers.
+        let ret = unsafe {
+            self.core_rma().writemsg.unwrap()(self.ep, msg, REMOTE_CQ_DATA | ofi::FI_INJECT as u64)
+        };
+        if ret == 0 {
+            let mut moved: Vec<*const dyn AnyCntr> = Vec::new();
+            for (c, f) in bound {
+                if f & ofi::FI_WRITE as u64 != 0 && !moved.iter().any(|m| std::ptr::addr_eq(*m, *c))
+                {
+                    moved.push(*c);
+                    // SAFETY: a bound counter cannot close before its endpoint.
+                    let _ = unsafe { &**c }.add(u64::MAX);
+                }
+            }
+        }
+        ret
+    }
+}
+
+/// The record of an endpoint whose tables these are: its table pointers point at the trigger
+/// record on top (always there, see `bind::patch_ep`), which leads here.
+macro_rules! record_of {
+    ($ep:expr, rma) => {
+        // SAFETY: only endpoints patched by RmaEp::patch, then TriggerEp::patch, reach these
+        // ops; the trigger record's `below` is this record, set before any op could run.
+        unsafe { &*(TriggerEp::of_rma($ep).below.load(Ordering::Acquire) as *const RmaEp) }
+    };
+    ($ep:expr, atomic) => {
+        // SAFETY: as above, for the atomic table.
+        unsafe { &*(TriggerEp::of_atomic($ep).below.load(Ordering::Acquire) as *const RmaEp) }
+    };
+}
+
+/// The keys of a message's remote iovs.
+///
+/// # Safety
+/// `iov` holds `n` elements (NULL when 0).
+unsafe fn keys_of<T>(iov: *const T, n: usize, key: impl Fn(&T) -> u64) -> Vec<u64> {
+    if iov.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: caller's contract.
+    unsafe { std::slice::from_raw_parts(iov, n) }
+        .iter()
+        .map(key)
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn write(
+    ep: *mut ofi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+) -> isize {
+    let r = record_of!(ep, rma);
+    let data = encode(Kind::Write, key, 0);
+    match r.core_rma().writedata {
+        // SAFETY: the core's own op with the application's arguments.
+        Some(f) => unsafe { f(ep, buf, len, desc, data, dest, addr, key, context) },
+        None => err::ENOSYS as isize,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn writev(
+    ep: *mut ofi::fid_ep,
+    iov: *const libc::iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+) -> isize {
+    let r = record_of!(ep, rma);
+    // SAFETY: the application's iovs, `count` of them.
+    let len: usize = unsafe { keys_of(iov, count, |v| v.iov_len as u64) }
+        .iter()
+        .sum::<u64>() as usize;
+    let rma_iov = ofi::fi_rma_iov { addr, len, key };
+    let msg = ofi::fi_msg_rma {
+        msg_iov: iov,
+        desc,
+        iov_count: count,
+        addr: dest,
+        rma_iov: &rma_iov,
+        rma_iov_count: 1,
+        context,
+        data: encode(Kind::Write, key, 0),
+    };
+    // SAFETY: the core's own op; the message lives across the call.
+    unsafe { r.core_rma().writemsg.unwrap()(ep, &msg, r.op_flags | REMOTE_CQ_DATA) }
+}
+
+unsafe extern "C" fn writemsg(
+    ep: *mut ofi::fid_ep,
+    msg: *const ofi::fi_msg_rma,
+    flags: u64,
+) -> isize {
+    let r = record_of!(ep, rma);
+    crate::ffi_boundary! {
+        // SAFETY: the application's message.
+        let Some(m) = (unsafe { msg.as_ref() }) else { return err::EINVAL as isize };
+        // SAFETY: its remote iovs.
+        let keys = unsafe { keys_of(m.rma_iov, m.rma_iov_count, |v| v.key) };
+        let Some(&first) = keys.first() else {
+            // SAFETY: the core's own op, as asked.
+            return unsafe { r.core_rma().writemsg.unwrap()(ep, msg, flags) };
+        };
+        let mut ours = *m;
+        ours.data = if flags & REMOTE_CQ_DATA != 0 {
+            encode(Kind::WriteData, first, m.data)
+        } else {
+            encode(Kind::Write, first, 0)
+        };
+        // SAFETY: the core's own op; the copy points at the application's arrays.
+        let ret = unsafe { r.core_rma().writemsg.unwrap()(ep, &ours, flags | REMOTE_CQ_DATA) };
+        if ret == 0 {
+            // The first MR is notified by the write itself; any other by a notification.
+            r.notify(m.addr, keys.into_iter().filter(|k| *k != first), Kind::Write);
+        }
+        ret
+    }
+}
+
+unsafe extern "C" fn inject(
+    ep: *mut ofi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+) -> isize {
+    let r = record_of!(ep, rma);
+    let data = encode(Kind::Write, key, 0);
+    match r.core_rma().injectdata {
+        // SAFETY: the core's own op with the application's arguments.
+        Some(f) => unsafe { f(ep, buf, len, data, dest, addr, key) },
+        None => err::ENOSYS as isize,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn writedata(
+    ep: *mut ofi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    data: u64,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+) -> isize {
+    let r = record_of!(ep, rma);
+    let data = encode(Kind::WriteData, key, data);
+    // SAFETY: the core's own op (present: only then is this installed).
+    unsafe { r.core_rma().writedata.unwrap()(ep, buf, len, desc, data, dest, addr, key, context) }
+}
+
+unsafe extern "C" fn injectdata(
+    ep: *mut ofi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+) -> isize {
+    let r = record_of!(ep, rma);
+    let data = encode(Kind::WriteData, key, data);
+    // SAFETY: the core's own op (present: only then is this installed).
+    unsafe { r.core_rma().injectdata.unwrap()(ep, buf, len, data, dest, addr, key) }
+}
+
+/// A core op of table `$table` (`$core`), then a notification of `$kind` to `$dest` for
+/// `$key` when the core took it.
+macro_rules! then_notify {
+    ($name:ident, $table:ident, $core:ident, $slot:ident, $kind:expr,
+     ($($a:ident : $t:ty),* $(,)?), $dest:ident, $key:ident) => {
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name(ep: *mut ofi::fid_ep, $($a: $t),*) -> isize {
+            let r = record_of!(ep, $table);
+            // SAFETY: the core's own op (present: only then is this installed).
+            let ret = unsafe { r.$core().$slot.unwrap()(ep, $($a),*) };
+            if ret == 0 {
+                crate::ffi_boundary! {
+                    r.notify($dest, [$key], $kind);
+                    0isize
+                }
+            } else {
+                ret
+            }
+        }
+    };
+}
+
+then_notify!(read, rma, core_rma, read, Kind::Read,
+    (buf: *mut c_void, len: usize, desc: *mut c_void, src: ofi::fi_addr_t, addr: u64, key: u64,
+     context: *mut c_void), src, key);
+then_notify!(readv, rma, core_rma, readv, Kind::Read,
+    (iov: *const libc::iovec, desc: *mut *mut c_void, count: usize, src: ofi::fi_addr_t,
+     addr: u64, key: u64, context: *mut c_void), src, key);
+then_notify!(atomic_write, atomic, core_atomic, write, Kind::Write,
+    (buf: *const c_void, count: usize, desc: *mut c_void, dest: ofi::fi_addr_t, addr: u64,
+     key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void), dest, key);
+then_notify!(atomic_writev, atomic, core_atomic, writev, Kind::Write,
+    (iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize, dest: ofi::fi_addr_t,
+     addr: u64, key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void),
+    dest, key);
+then_notify!(atomic_inject, atomic, core_atomic, inject, Kind::Write,
+    (buf: *const c_void, count: usize, dest: ofi::fi_addr_t, addr: u64, key: u64,
+     datatype: ofi::fi_datatype, op: ofi::fi_op), dest, key);
+then_notify!(atomic_readwrite, atomic, core_atomic, readwrite, Kind::ReadWrite,
+    (buf: *const c_void, count: usize, desc: *mut c_void, result: *mut c_void,
+     result_desc: *mut c_void, dest: ofi::fi_addr_t, addr: u64, key: u64,
+     datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void), dest, key);
+then_notify!(atomic_readwritev, atomic, core_atomic, readwritev, Kind::ReadWrite,
+    (iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize, resultv: *mut ofi::fi_ioc,
+     result_desc: *mut *mut c_void, result_count: usize, dest: ofi::fi_addr_t, addr: u64,
+     key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void), dest, key);
+then_notify!(atomic_compwrite, atomic, core_atomic, compwrite, Kind::ReadWrite,
+    (buf: *const c_void, count: usize, desc: *mut c_void, compare: *const c_void,
+     compare_desc: *mut c_void, result: *mut c_void, result_desc: *mut c_void,
+     dest: ofi::fi_addr_t, addr: u64, key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op,
+     context: *mut c_void), dest, key);
+then_notify!(atomic_compwritev, atomic, core_atomic, compwritev, Kind::ReadWrite,
+    (iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize, comparev: *const ofi::fi_ioc,
+     compare_desc: *mut *mut c_void, compare_count: usize, resultv: *mut ofi::fi_ioc,
+     result_desc: *mut *mut c_void, result_count: usize, dest: ofi::fi_addr_t, addr: u64,
+     key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void), dest, key);
+
+unsafe extern "C" fn readmsg(
+    ep: *mut ofi::fid_ep,
+    msg: *const ofi::fi_msg_rma,
+    flags: u64,
+) -> isize {
+    let r = record_of!(ep, rma);
+    // SAFETY: the core's own op, as asked.
+    let ret = unsafe { r.core_rma().readmsg.unwrap()(ep, msg, flags) };
+    if ret != 0 {
+        return ret;
+    }
+    crate::ffi_boundary! {
+        // SAFETY: the application's message (the core took it, so it is valid).
+        let m = unsafe { &*msg };
+        // SAFETY: its remote iovs.
+        r.notify(m.addr, unsafe { keys_of(m.rma_iov, m.rma_iov_count, |v| v.key) }, Kind::Read);
+        0isize
+    }
+}
+
+/// The notification of an atomic message's MRs, once the core took it.
+///
+/// # Safety
+/// `msg` is a valid atomic message the core took.
+unsafe fn notify_atomic(r: &RmaEp, msg: *const ofi::fi_msg_atomic, kind: Kind) {
+    // SAFETY: caller's contract.
+    let m = unsafe { &*msg };
+    // SAFETY: its remote iovs.
+    r.notify(
+        m.addr,
+        unsafe { keys_of(m.rma_iov, m.rma_iov_count, |v| v.key) },
+        kind,
+    );
+}
+
+unsafe extern "C" fn atomic_writemsg(
+    ep: *mut ofi::fid_ep,
+    msg: *const ofi::fi_msg_atomic,
+    flags: u64,
+) -> isize {
+    let r = record_of!(ep, atomic);
+    // SAFETY: the core's own op, as asked.
+    let ret = unsafe { r.core_atomic().writemsg.unwrap()(ep, msg, flags) };
+    if ret != 0 {
+        return ret;
+    }
+    crate::ffi_boundary! {
+        // SAFETY: the core took the message.
+        unsafe { notify_atomic(r, msg, Kind::Write) };
+        0isize
+    }
+}
+
+unsafe extern "C" fn atomic_readwritemsg(
+    ep: *mut ofi::fid_ep,
+    msg: *const ofi::fi_msg_atomic,
+    resultv: *mut ofi::fi_ioc,
+    result_desc: *mut *mut c_void,
+    result_count: usize,
+    flags: u64,
+) -> isize {
+    let r = record_of!(ep, atomic);
+    // SAFETY: the core's own op, as asked.
+    let ret = unsafe {
+        r.core_atomic().readwritemsg.unwrap()(ep, msg, resultv, result_desc, result_count, flags)
+    };
+    if ret != 0 {
+        return ret;
+    }
+    crate::ffi_boundary! {
+        // SAFETY: the core took the message.
+        unsafe { notify_atomic(r, msg, Kind::ReadWrite) };
+        0isize
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_compwritemsg(
+    ep: *mut ofi::fid_ep,
+    msg: *const ofi::fi_msg_atomic,
+    comparev: *const ofi::fi_ioc,
+    compare_desc: *mut *mut c_void,
+    compare_count: usize,
+    resultv: *mut ofi::fi_ioc,
+    result_desc: *mut *mut c_void,
+    result_count: usize,
+    flags: u64,
+) -> isize {
+    let r = record_of!(ep, atomic);
+    // SAFETY: the core's own op, as asked.
+    let ret = unsafe {
+        r.core_atomic().compwritemsg.unwrap()(
+            ep,
+            msg,
+            comparev,
+            compare_desc,
+            compare_count,
+            resultv,
+            result_desc,
+            result_count,
+            flags,
+        )
+    };
+    if ret != 0 {
+        return ret;
+    }
+    crate::ffi_boundary! {
+        // SAFETY: the core took the message.
+        unsafe { notify_atomic(r, msg, Kind::ReadWrite) };
+        0isize
+    }
+}
