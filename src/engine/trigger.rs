@@ -228,6 +228,70 @@ impl Triggers {
     }
 }
 
+/// What queued work holds of an object it names (a counter, as its trigger, target or
+/// completion counter), which must not be freed while any is held: a hold per queued work,
+/// which becomes a use while the work is being started. A close refuses while work holds the
+/// object and waits out uses (microseconds: the application may have seen the work's effect
+/// already). The object's close asks [`Holds::outstanding`].
+#[derive(Debug)]
+pub struct Holds {
+    held: AtomicU64,
+    busy: AtomicU64,
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Holds {
+    pub fn new() -> Self {
+        Holds {
+            held: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+        }
+    }
+
+    /// Queued work names the object: it cannot close until [`Holds::release`] (the work was
+    /// dropped without starting) or [`Holds::begin_use`].
+    pub fn hold(&self) {
+        self.held.fetch_add(1, SeqCst);
+    }
+
+    pub fn release(&self) {
+        self.held.fetch_sub(1, SeqCst);
+    }
+
+    /// The work holding the object starts: its hold becomes a use that a close waits out,
+    /// until [`Holds::end_use`].
+    pub fn begin_use(&self) {
+        self.busy.fetch_add(1, SeqCst);
+        self.held.fetch_sub(1, SeqCst);
+    }
+
+    pub fn end_use(&self) {
+        self.busy.fetch_sub(1, SeqCst);
+    }
+
+    /// Work that names the object, after waiting for work being started to finish with it
+    /// (read in this order: a start counts itself busy before it lets its hold go). Outside
+    /// loom the wait lasts a second at most; what is still busy then counts.
+    pub fn outstanding(&self) -> u64 {
+        let refs = self.held.load(SeqCst);
+        #[cfg(not(loom))]
+        let t0 = std::time::Instant::now();
+        while self.busy.load(SeqCst) != 0 {
+            #[cfg(not(loom))]
+            if t0.elapsed().as_secs() >= 1 {
+                break;
+            }
+            super::sync::yield_now();
+        }
+        refs + self.busy.load(SeqCst)
+    }
+}
+
 /// Starts due work: a list of queues that have some, and (outside loom) one thread that runs
 /// it, started at the first work queued in the process.
 pub struct Starter {
