@@ -253,9 +253,12 @@ pub trait AnyCntr {
     fn hold(&self);
     fn release(&self);
     /// The work holding the counter starts: its hold becomes a use that a close waits out,
-    /// until [`AnyCntr::end_use`].
+    /// until [`AnyCntr::end_use`] or [`AnyCntr::hold_again`].
     fn begin_use(&self);
     fn end_use(&self);
+    /// The work did not start after all (the core answered -FI_EAGAIN) and is queued again:
+    /// its use becomes a hold, in one step (see [`Holds`]).
+    fn hold_again(&self);
     /// For deferred counter work: the application's fi_cntr_add / fi_cntr_set.
     fn add(&self, value: u64) -> c_int;
     fn add_err(&self, value: u64) -> c_int;
@@ -344,6 +347,9 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     }
     fn end_use(&self) {
         self.work.end_use();
+    }
+    fn hold_again(&self) {
+        self.work.hold_again();
     }
     fn add(&self, value: u64) -> c_int {
         match self.engine.counter().add(value) {

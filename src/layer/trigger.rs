@@ -380,9 +380,8 @@ impl Work for Triggered {
         // SAFETY: the core endpoint is open; the op's copies are live.
         let ret = unsafe { post(&self.op, self.core_ep, &self.core, self.flags) };
         if ret == err::EAGAIN as isize {
-            // Back on the lists (held again before the use ends), to be tried again.
-            cntr.hold();
-            cntr.end_use();
+            // Back on the lists (the use becomes a hold again), to be tried again.
+            cntr.hold_again();
             ep.queued
                 .lock()
                 .push((key, self.cntr, self.op.completion_flags()));
