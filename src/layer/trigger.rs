@@ -38,7 +38,7 @@ pub struct TriggerEp {
     pub ep: *mut ofi::fid_ep,
     home: *const CoreHome,
     /// Contexts of the triggered operations queued here and not started, with the counter
-    /// each waits on (for fi_cancel, and so that the endpoint cannot close under them).
+    /// each waits on, for fi_cancel (the close counts them in `work`).
     queued: Mutex<Vec<(usize, *const dyn AnyCntr, u64)>>,
     /// Open aliases of the endpoint (`alias.rs`): it cannot close under them.
     pub aliases: AtomicUsize,
