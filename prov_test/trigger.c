@@ -32,6 +32,12 @@
  * |             | refuses: one error of its completion counter; a refused triggered send: none  |
  * | stress      | 4 threads add 1 x 10000 while 200 deferred FI_OP_CNTR_ADD (thresholds 1..40000 |
  * |             | with ties) and 20 triggered sends wait: each fires exactly once, in order      |
+ * | queueing    | 8 threads fi_cntr_add / fi_cntr_adderr (1 in 8) 5000 times while 2000         |
+ * |             | triggered sends with increasing thresholds 1..40000 (pairs tied) are queued,  |
+ * |             | in step with them: blocks of 50 by turns met at submission (started in the    |
+ * |             | submitting thread, beside the trigger thread) and waiting for the adds; one   |
+ * |             | CQ entry each with its triggered context, and the receives (a window of 64,   |
+ * |             | reposted) get them in threshold order (payload = sequence number)             |
  *
  * Skipped, with the reason printed: FI_RSCNTR_CORE=none, a core without RDM endpoints (udp),
  * a provider without counters, and the parts whose capabilities (FI_RMA, FI_ATOMIC, FI_TAGGED)
@@ -63,7 +69,10 @@
 #define TMO 5000   /* ms: the longest any single wait may take */
 #define QUIET 100  /* ms: how long "nothing happens" is watched */
 #define NSLOT 256
-#define NCTX 512
+#define NCTX 2560
+#define QA_SENDS 2000 /* the "queueing" part's triggered sends, and its receive window */
+#define QA_WIN 64
+#define QA_SZ 16
 
 static const char *prov;
 static struct fi_info *info;
@@ -89,6 +98,8 @@ static struct {
 	uint64_t operand[16];
 	uint64_t res[16];
 	uint64_t cmp[16];
+	char qa_tx[QA_SENDS][QA_SZ];
+	char qa_rx[QA_WIN][QA_SZ];
 } mem;
 static int next_tx, next_rx;
 static struct fi_context2 rctx[NSLOT], nctx[NSLOT]; /* contexts of normal receives, sends */
@@ -140,7 +151,8 @@ struct ent {
 	uint64_t flags;
 	int err;
 };
-static struct ent cqlog[8192];
+#define CQLOG 16384
+static struct ent cqlog[CQLOG];
 static int ncqlog;
 static pthread_mutex_t cqlock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -153,14 +165,14 @@ static ssize_t cq_poll(void)
 	for (int rounds = 0; rounds < 64; rounds++) {
 		n = fi_cq_read(cq, e, 16);
 		if (n > 0) {
-			for (ssize_t i = 0; i < n && ncqlog < 8192; i++)
+			for (ssize_t i = 0; i < n && ncqlog < CQLOG; i++)
 				cqlog[ncqlog++] = (struct ent) { e[i].op_context, e[i].flags, 0 };
 			continue;
 		}
 		if (n == -FI_EAVAIL) {
 			struct fi_cq_err_entry ee;
 			memset(&ee, 0, sizeof(ee));
-			if (fi_cq_readerr(cq, &ee, 0) == 1 && ncqlog < 8192)
+			if (fi_cq_readerr(cq, &ee, 0) == 1 && ncqlog < CQLOG)
 				cqlog[ncqlog++] = (struct ent) { ee.op_context, ee.flags, ee.err ? ee.err : -1 };
 			continue;
 		}
@@ -1298,6 +1310,212 @@ static void test_stress(void)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* queueing while adding                                                                     */
+
+#define QA_THREADS 8
+#define QA_ADDS 5000 /* per thread; 1 in 8 an adderr */
+#define QA_BLOCK 50  /* sends per block: even blocks are met at submission, odd ones wait */
+#define QA_TAG 0x5A
+static struct fid_cntr *qa_c;
+static uint64_t qa_allow;      /* the adders' ops (each) may go up to this */
+static int qa_add_failed;
+static double qa_deadline;
+static struct fi_context2 qa_rctx[QA_WIN];
+static int qa_slot_k[QA_WIN];  /* which receive (in posting order) a window slot holds */
+static int qa_got[QA_SENDS];   /* the sequence number receive k got; -1 none, -2 garbled */
+static int qa_posted, qa_done, qa_seen;
+static long qa_post_err; /* the first post that failed (one check for all of them) */
+
+static void *qa_adder(void *arg)
+{
+	(void) arg;
+	for (uint64_t k = 0; k < QA_ADDS; k++) {
+		while (k >= __atomic_load_n(&qa_allow, __ATOMIC_SEQ_CST)) {
+			if (now_ms() > qa_deadline) {
+				__atomic_store_n(&qa_add_failed, 2, __ATOMIC_SEQ_CST);
+				return NULL;
+			}
+			usleep(20); /* asleep, not yielding: under valgrind a spinner starves the rest */
+		}
+		if ((k % 8 == 7 ? fi_cntr_adderr(qa_c, 1) : fi_cntr_add(qa_c, 1)) != 0) {
+			__atomic_store_n(&qa_add_failed, 1, __ATOMIC_SEQ_CST);
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Posts receive number qa_posted into window slot s. */
+static int qa_post_recv(int s)
+{
+	memset(mem.qa_rx[s], 0, QA_SZ);
+	qa_slot_k[s] = qa_posted++;
+	void *ctx = &qa_rctx[s];
+	ssize_t r = has_tagged
+		? POST(fi_trecv(ep, mem.qa_rx[s], QA_SZ, desc, FI_ADDR_UNSPEC, QA_TAG, 0, ctx), cq)
+		: POST(fi_recv(ep, mem.qa_rx[s], QA_SZ, desc, FI_ADDR_UNSPEC, ctx), cq);
+	if (r) {
+		qa_slot_k[s] = -1;
+		if (!qa_post_err)
+			qa_post_err = r;
+	}
+	return r == 0;
+}
+
+/* Reads the CQ; takes what the receives completed and reposts their slots. */
+static void qa_pump(void)
+{
+	int redo[QA_WIN], nredo = 0;
+	cq_poll();
+	pthread_mutex_lock(&cqlock);
+	for (; qa_seen < ncqlog; qa_seen++) {
+		struct ent *e = &cqlog[qa_seen];
+		char *p = (char *) e->ctx;
+		if (p < (char *) qa_rctx || p >= (char *) (qa_rctx + QA_WIN))
+			continue;
+		int s = (int) ((struct fi_context2 *) e->ctx - qa_rctx);
+		int k = qa_slot_k[s], seq = -2;
+		qa_slot_k[s] = -1;
+		if (k < 0 || k >= QA_SENDS)
+			continue;
+		if (!e->err && sscanf(mem.qa_rx[s], "qa-%d", &seq) != 1)
+			seq = -2;
+		if (qa_got[k] == -1)
+			qa_got[k] = e->err ? -3 : seq;
+		else
+			qa_got[k] = -4; /* twice */
+		qa_done++;
+		redo[nredo++] = s;
+	}
+	pthread_mutex_unlock(&cqlock);
+	for (int i = 0; i < nredo; i++)
+		if (qa_posted < QA_SENDS)
+			qa_post_recv(redo[i]);
+}
+
+static ssize_t qa_send(int i, void *ctx)
+{
+	snprintf(mem.qa_tx[i], QA_SZ, "qa-%04d", i);
+	struct iovec iov = { .iov_base = mem.qa_tx[i], .iov_len = QA_SZ };
+	if (has_tagged) {
+		struct fi_msg_tagged msg = { .msg_iov = &iov, .desc = &desc, .iov_count = 1,
+					     .addr = self, .tag = QA_TAG, .context = ctx };
+		return POST(fi_tsendmsg(ep, &msg, FI_TRIGGER), cq);
+	}
+	struct fi_msg msg = { .msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = self,
+			      .context = ctx };
+	return POST(fi_sendmsg(ep, &msg, FI_TRIGGER), cq);
+}
+
+static void test_queue_while_adding(void)
+{
+	const uint64_t total = (uint64_t) QA_THREADS * QA_ADDS;
+	printf(NAME ": queueing: %d threads x %d adds (1 in 8 adderr) while %d triggered sends "
+	       "with increasing thresholds are queued\n", QA_THREADS, QA_ADDS, QA_SENDS);
+	qa_c = open_cntr();
+	if (!qa_c)
+		return;
+	static uint64_t thr[QA_SENDS];
+	static void *ctx[QA_SENDS];
+	for (int i = 0; i < QA_SENDS; i++) {
+		/* pairs tied: 1,1, ~41,~41, ... total,total */
+		thr[i] = 1 + (uint64_t) (i / 2) * (total - 1) / (QA_SENDS / 2 - 1);
+		qa_got[i] = -1;
+	}
+	double start = now_ms();
+	qa_posted = qa_done = 0;
+	qa_post_err = 0;
+	qa_seen = ncqlog;
+	uint64_t rx0 = cval(rxc), tx0 = cval(txc);
+	for (int s = 0; s < QA_WIN; s++)
+		qa_post_recv(s);
+	qa_allow = 0;
+	qa_add_failed = 0;
+	qa_deadline = now_ms() + 4 * TMO;
+	pthread_t t[QA_THREADS];
+	for (int i = 0; i < QA_THREADS; i++)
+		pthread_create(&t[i], NULL, qa_adder, NULL);
+	int met = 0, waited = 0, fail = 0, sent = 0;
+	for (int b = 0; b < QA_SENDS / QA_BLOCK && !fail; b++) {
+		int first = b * QA_BLOCK, last = first + QA_BLOCK - 1;
+		if (b % 2 == 0) {
+			/* met at submission: the adders go on to the block's last threshold */
+			__atomic_store_n(&qa_allow, (thr[last] + QA_THREADS - 1) / QA_THREADS,
+					 __ATOMIC_SEQ_CST);
+			double t0 = now_ms();
+			while (cval(qa_c) < thr[last] && now_ms() - t0 < TMO)
+				qa_pump();
+			fail = cval(qa_c) < thr[last];
+			if (fail) /* one check for the whole loop */
+				CHECK(!fail, "the adders reached %" PRIu64 " of %" PRIu64, cval(qa_c),
+				      thr[last]);
+		}
+		/* an odd block: the adders stay below its first threshold until the next block */
+		for (int i = first; i <= last && !fail; i++) {
+			uint64_t before = cval(qa_c);
+			ctx[i] = tctx(qa_c, thr[i]);
+			ssize_t r = qa_send(i, ctx[i]);
+			if (r) /* one check for the whole loop, not one per send */
+				CHECK(r == 0, "triggered send %d: %zd (%s)", i, r, fi_strerror((int) -r));
+			fail = r != 0;
+			sent += !fail;
+			met += before >= thr[i];
+			waited += cval(qa_c) < thr[i];
+			if (i % 8 == 0)
+				qa_pump();
+		}
+	}
+	__atomic_store_n(&qa_allow, QA_ADDS, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < QA_THREADS; i++)
+		pthread_join(t[i], NULL);
+	CHECK(!qa_add_failed, "an adder thread %s", qa_add_failed == 1 ? "failed to add"
+	      : "timed out waiting for its turn");
+	CHECK(cval(qa_c) == total, "the counter reached %" PRIu64 " of %" PRIu64, cval(qa_c), total);
+	CHECK(met >= QA_SENDS / 2 - QA_BLOCK && waited >= QA_SENDS / 2 - QA_BLOCK,
+	      "%d sends met at submission and %d left waiting: the parts did not interleave", met,
+	      waited);
+	double t0 = now_ms();
+	while (qa_done < QA_SENDS && now_ms() - t0 < TMO)
+		qa_pump();
+	quiet(QUIET);
+	qa_pump();
+	CHECK(!qa_post_err, "posting a receive: %ld (%s)", qa_post_err,
+	      fi_strerror((int) -qa_post_err));
+	CHECK(qa_done == QA_SENDS, "%d of %d receives completed", qa_done, QA_SENDS);
+	int wrong = 0, first_wrong = -1;
+	for (int k = 0; k < QA_SENDS; k++)
+		if (qa_got[k] != k && wrong++ == 0)
+			first_wrong = k;
+	CHECK(wrong == 0, "%d receives out of threshold order (first: receive %d got %d)", wrong,
+	      first_wrong, first_wrong >= 0 ? qa_got[first_wrong] : 0);
+	int dup = 0, missing = 0, bad = 0;
+	for (int i = 0; i < sent; i++) {
+		int n = cq_count(ctx[i]);
+		struct ent *e = cq_find(ctx[i]);
+		missing += n == 0;
+		dup += n > 1;
+		bad += e && (e->err || !(e->flags & FI_SEND));
+	}
+	CHECK(sent == QA_SENDS && !missing && !dup && !bad, "triggered sends: %d of %d submitted, "
+	      "%d without a CQ entry, %d with more than one, %d with an error or without FI_SEND",
+	      sent, QA_SENDS, missing, dup, bad);
+	CHECK(cval(rxc) == rx0 + QA_SENDS && cval(txc) == tx0 + QA_SENDS,
+	      "endpoint counters: %" PRIu64 " receives, %" PRIu64 " sends, expected %d each",
+	      cval(rxc) - rx0, cval(txc) - tx0, QA_SENDS);
+	printf(NAME ": (queueing: %d sends met at submission, %d waited; %.0f ms)\n", met, waited,
+	       now_ms() - start);
+	/* after a failure: triggered sends still queued and receives still posted are cancelled
+	 * (their FI_ECANCELED entries read), so that the counter closes and later parts run */
+	for (int i = 0; i < sent; i++)
+		if (!cq_find(ctx[i]) && fi_cancel(&ep->fid, ctx[i]) == 0)
+			(void) cq_wait(ctx[i]);
+	for (int s = 0; s < QA_WIN; s++)
+		if (qa_slot_k[s] >= 0 && fi_cancel(&ep->fid, &qa_rctx[s]) == 0)
+			(void) cq_wait(&qa_rctx[s]);
+	close_cntr(qa_c);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 
 static int getinfo(uint64_t caps, enum fi_ep_type type, struct fi_info **out)
 {
@@ -1453,6 +1671,8 @@ int main(void)
 	test_work_data();
 	settle();
 	test_stress();
+	settle();
+	test_queue_while_adding();
 	settle();
 	printf(NAME ": triggered contexts used: %d fi_triggered_context, %d fi_triggered_context2\n",
 	       n_tc1, n_tc2);

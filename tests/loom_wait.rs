@@ -501,3 +501,118 @@ fn cancel_racing_the_starter_takes_or_leaves_the_work_once() {
         assert!(c.triggers().unwrap().is_empty());
     });
 }
+
+// ---- closing what queued work names (src/engine/trigger.rs: Holds) ---------------------------
+
+use rscntr::engine::Holds;
+
+/// An object queued work names (a counter as its trigger, target or completion counter) that
+/// the application closes: `freed` once its close succeeded. Every access of the work checks
+/// it first (loom also runs the orders in which the close lands between the check and the
+/// access, so a use after the close fails the model).
+struct Closable {
+    holds: Holds,
+    freed: AtomicBool,
+}
+
+impl Closable {
+    fn live(&self, what: &str) -> &Holds {
+        assert!(
+            !self.freed.load(SeqCst),
+            "queued work used a closed object: {what}"
+        );
+        &self.holds
+    }
+
+    /// The close: -FI_EBUSY (false) while work holds the object or uses it past the wait.
+    fn close(&self) -> bool {
+        if self.holds.outstanding() != 0 {
+            return false;
+        }
+        self.freed.store(true, SeqCst);
+        true
+    }
+}
+
+/// Work that uses `obj` as a triggered operation uses its counter (layer/trigger.rs,
+/// Triggered): held from submission; on start the hold becomes a use for the post; after a
+/// post the core refuses for now (-FI_EAGAIN, `again` times) the use becomes a hold again and
+/// the work stays queued; dropped unstarted (cancelled), it lets the hold go.
+struct Holding {
+    obj: Arc<Closable>,
+    again: u32,
+    held: bool,
+    started: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Work for Holding {
+    fn start(&mut self) -> Started {
+        let attempt = if self.again > 0 {
+            "first start"
+        } else {
+            "last start"
+        };
+        self.obj.live(attempt).begin_use();
+        self.held = false;
+        if self.again > 0 {
+            self.again -= 1;
+            self.obj.live("held again after -FI_EAGAIN").hold_again();
+            self.held = true;
+            return Started::Again;
+        }
+        self.started.fetch_add(1, SeqCst);
+        self.obj.live("use ends").end_use();
+        Started::Done
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        if self.held {
+            self.obj.live("cancelled: hold released").release();
+            self.dropped.fetch_add(1, SeqCst);
+        }
+    }
+}
+
+/// Close against the starter: a counter's close (-FI_EBUSY while queued work holds it, then
+/// the application cancels and closes again) races an add that makes the work due and the
+/// starter starting it, whose first post the core refuses for now. The work starts once or is
+/// cancelled once, never both, never neither; the close succeeds in the end, and nothing
+/// touches the counter after it.
+#[test]
+fn close_racing_the_starter_frees_nothing_in_use() {
+    // Unbounded: about 10 s (release).
+    loom::model(|| {
+        let c = counter(WaitStrategy::None);
+        let starter = Starter::new();
+        let obj = Arc::new(Closable {
+            holds: Holds::new(),
+            freed: AtomicBool::new(false),
+        });
+        let (started, dropped) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        obj.holds.hold();
+        let work = Holding {
+            obj: obj.clone(),
+            again: 1,
+            held: true,
+            started: started.clone(),
+            dropped: dropped.clone(),
+        };
+        c.trigger(&starter, 1, TAG, Box::new(work));
+        let c2 = c.clone();
+        let adder = thread::spawn(move || c2.add(1).unwrap());
+        let (c3, s3) = (c.clone(), starter.clone());
+        let runner = thread::spawn(move || drain(&s3, &c3));
+        // The application: close, and on -FI_EBUSY cancel what is queued and close again.
+        while !obj.close() {
+            c.triggers().unwrap().cancel(|t| t == TAG);
+            thread::yield_now();
+        }
+        adder.join().unwrap();
+        runner.join().unwrap();
+        let (s, d) = (started.load(SeqCst), dropped.load(SeqCst));
+        assert_eq!(s + d, 1, "started {s}, cancelled {d}");
+    });
+}

@@ -11,7 +11,7 @@ use super::peer::PeerCntr;
 use crate::boundary::ffi::err;
 use crate::boundary::peer_sys;
 use crate::engine::watcher::{self, Watched};
-use crate::engine::{Source, Starter, Tag, TryWaitError, Wake, Work};
+use crate::engine::{Holds, Source, Starter, Tag, TryWaitError, Wake, Work};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_int;
@@ -34,11 +34,9 @@ pub struct Cntr<B: Backing> {
     /// Endpoints and MRs this counter is bound to; it cannot close while any remain.
     bindings: AtomicUsize,
     /// Triggered or deferred work that names this counter (as its trigger, target or
-    /// completion counter) and has not started or been cancelled; it cannot close meanwhile.
-    work_refs: AtomicUsize,
-    /// Work being started that uses this counter: a close waits for it (microseconds; the
-    /// application may have seen its effect already).
-    work_busy: AtomicUsize,
+    /// completion counter) and has not started or been cancelled, or is being started; it
+    /// cannot close meanwhile.
+    work: Holds,
     /// The fd FI_GETWAIT hands out instead of the engine's, when the home made one (see
     /// [`CntrHome::wait_fd`]).
     wait_fd: Option<OwnedFd>,
@@ -73,8 +71,7 @@ impl<B: Backing> Cntr<B> {
             feed: AtomicPtr::new(std::ptr::null_mut()),
             feed_open: Mutex::new(()),
             bindings: AtomicUsize::new(0),
-            work_refs: AtomicUsize::new(0),
-            work_busy: AtomicUsize::new(0),
+            work: Holds::new(),
             wait_fd,
             peer: PeerCntr::new(owner_ops),
             engine,
@@ -117,14 +114,9 @@ impl<B: Backing> Cntr<B> {
     }
 
     /// Queued work that names the counter, after waiting for work being started to finish
-    /// with it (read in this order: a start counts itself busy before it lets its hold go).
-    pub(super) fn work_refs(&self) -> usize {
-        let refs = self.work_refs.load(Ordering::SeqCst);
-        let t0 = std::time::Instant::now();
-        while self.work_busy.load(Ordering::SeqCst) != 0 && t0.elapsed().as_secs() < 1 {
-            std::thread::yield_now();
-        }
-        refs + self.work_busy.load(Ordering::SeqCst)
+    /// with it (see [`Holds::outstanding`]).
+    pub(super) fn work_refs(&self) -> u64 {
+        self.work.outstanding()
     }
 
     /// Closes the feed's core counter and frees the feed (the counter is closing); on an error
@@ -261,9 +253,12 @@ pub trait AnyCntr {
     fn hold(&self);
     fn release(&self);
     /// The work holding the counter starts: its hold becomes a use that a close waits out,
-    /// until [`AnyCntr::end_use`].
+    /// until [`AnyCntr::end_use`] or [`AnyCntr::hold_again`].
     fn begin_use(&self);
     fn end_use(&self);
+    /// The work did not start after all (the core answered -FI_EAGAIN) and is queued again:
+    /// its use becomes a hold, in one step (see [`Holds`]).
+    fn hold_again(&self);
     /// For deferred counter work: the application's fi_cntr_add / fi_cntr_set.
     fn add(&self, value: u64) -> c_int;
     fn add_err(&self, value: u64) -> c_int;
@@ -342,17 +337,19 @@ impl<B: Backing> AnyCntr for Cntr<B> {
             .map_or(0, |t| t.cancel(pick))
     }
     fn hold(&self) {
-        self.work_refs.fetch_add(1, Ordering::AcqRel);
+        self.work.hold();
     }
     fn release(&self) {
-        self.work_refs.fetch_sub(1, Ordering::AcqRel);
+        self.work.release();
     }
     fn begin_use(&self) {
-        self.work_busy.fetch_add(1, Ordering::SeqCst);
-        self.work_refs.fetch_sub(1, Ordering::SeqCst);
+        self.work.begin_use();
     }
     fn end_use(&self) {
-        self.work_busy.fetch_sub(1, Ordering::SeqCst);
+        self.work.end_use();
+    }
+    fn hold_again(&self) {
+        self.work.hold_again();
     }
     fn add(&self, value: u64) -> c_int {
         match self.engine.counter().add(value) {

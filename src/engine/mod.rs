@@ -21,7 +21,7 @@ pub use counter::{
 pub use eventfd::{EventFd, sleep_until_readable};
 pub use source::{Blocker, Source, Token, Unsourced, Wake};
 pub use store::{Atomics, Store, StoreError};
-pub use trigger::{Started, Starter, Tag, Triggers, Work};
+pub use trigger::{Holds, Started, Starter, Tag, Triggers, Work};
 
 use std::time::{Duration, Instant};
 

@@ -228,6 +228,81 @@ impl Triggers {
     }
 }
 
+/// What queued work holds of an object it names (a counter, as its trigger, target or
+/// completion counter), which must not be freed while any is held: a hold per queued work,
+/// which becomes a use while the work is being started. A close refuses while work holds the
+/// object and waits out uses (microseconds: the application may have seen the work's effect
+/// already). The object's close asks [`Holds::outstanding`].
+///
+/// Holds and uses are one word (holds in the low half, uses in the high half), so that each
+/// change (a hold becoming a use, or a use becoming a hold again) is one atomic step and a
+/// close reads both at one instant. With two words a close could read no hold while a start
+/// used the object, then no use once the start (its post refused for now) held it again: it
+/// freed what the requeued work starts from (`tests/loom_wait.rs`,
+/// `close_racing_the_starter_frees_nothing_in_use`).
+#[derive(Debug)]
+pub struct Holds(AtomicU64);
+
+/// One use, in [`Holds`]'s word.
+const USE: u64 = 1 << 32;
+
+impl Default for Holds {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Holds {
+    pub fn new() -> Self {
+        Holds(AtomicU64::new(0))
+    }
+
+    /// Queued work names the object: it cannot close until [`Holds::release`] (the work was
+    /// dropped without starting) or [`Holds::begin_use`].
+    pub fn hold(&self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+
+    pub fn release(&self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+
+    /// The work holding the object starts: its hold becomes a use that a close waits out,
+    /// until [`Holds::end_use`] or [`Holds::hold_again`].
+    pub fn begin_use(&self) {
+        // One hold less, one use more (the caller has a hold).
+        self.0.fetch_add(USE - 1, SeqCst);
+    }
+
+    pub fn end_use(&self) {
+        self.0.fetch_sub(USE, SeqCst);
+    }
+
+    /// The work did not start after all (its target answered -FI_EAGAIN) and is queued
+    /// again: its use becomes a hold.
+    pub fn hold_again(&self) {
+        self.0.fetch_sub(USE - 1, SeqCst);
+    }
+
+    /// Work that names the object, after waiting for work being started to finish with it.
+    /// Outside loom the wait lasts a second at most; what is still in use then counts.
+    pub fn outstanding(&self) -> u64 {
+        #[cfg(not(loom))]
+        let t0 = std::time::Instant::now();
+        loop {
+            let w = self.0.load(SeqCst);
+            #[cfg(not(loom))]
+            let waited_enough = t0.elapsed().as_secs() >= 1;
+            #[cfg(loom)]
+            let waited_enough = false;
+            if w < USE || waited_enough {
+                return (w & (USE - 1)) + (w >> 32);
+            }
+            super::sync::yield_now();
+        }
+    }
+}
+
 /// Starts due work: a list of queues that have some, and (outside loom) one thread that runs
 /// it, started at the first work queued in the process.
 pub struct Starter {

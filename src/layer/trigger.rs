@@ -16,7 +16,7 @@ use super::home::CoreHome;
 use super::op::{CoreOps, Fetch, Op, post};
 use crate::boundary::ffi::err;
 use crate::cntr::{self, AnyCntr};
-use crate::engine::{Started, Tag, Work};
+use crate::engine::{Holds, Started, Tag, Work};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_void;
@@ -38,12 +38,14 @@ pub struct TriggerEp {
     pub ep: *mut ofi::fid_ep,
     home: *const CoreHome,
     /// Contexts of the triggered operations queued here and not started, with the counter
-    /// each waits on (for fi_cancel, and so that the endpoint cannot close under them).
+    /// each waits on, for fi_cancel (the close counts them in `work`).
     queued: Mutex<Vec<(usize, *const dyn AnyCntr, u64)>>,
     /// Open aliases of the endpoint (`alias.rs`): it cannot close under them.
     pub aliases: AtomicUsize,
-    /// Triggered operations being posted (taken off `queued`): a close waits for them.
-    busy: AtomicUsize,
+    /// The triggered operations queued here (as listed in `queued`) and those being posted
+    /// (taken off it): the endpoint cannot close under the first, a close waits out the
+    /// second. One word, read at one instant (see [`Holds`]).
+    work: Holds,
     /// Deferred data operations on this endpoint, queued or posted and not completed: it
     /// cannot close meanwhile (`deferred.rs`).
     deferred: AtomicUsize,
@@ -98,7 +100,7 @@ impl TriggerEp {
                 home,
                 queued: Mutex::new(Vec::new()),
                 aliases: AtomicUsize::new(0),
-                busy: AtomicUsize::new(0),
+                work: Holds::new(),
                 deferred: AtomicUsize::new(0),
                 bound: Mutex::new(Vec::new()),
                 cqs: Mutex::new(Vec::new()),
@@ -151,12 +153,8 @@ impl TriggerEp {
 
     /// Triggered operations queued here and not started yet, after waiting (at most a
     /// second) for those being posted: the application may have seen one complete already.
-    pub fn queued(&self) -> usize {
-        let t0 = std::time::Instant::now();
-        while self.busy.load(Ordering::SeqCst) != 0 && t0.elapsed().as_secs() < 1 {
-            std::thread::yield_now();
-        }
-        self.queued.lock().len() + self.busy.load(Ordering::SeqCst)
+    pub fn queued(&self) -> u64 {
+        self.work.outstanding()
     }
 
     /// Deferred data operations queued or outstanding on the endpoint.
@@ -279,6 +277,7 @@ impl TriggerEp {
             Err(e) => return e as isize,
         };
         cntr.hold();
+        self.work.hold();
         let completion = op.completion_flags();
         self.queued
             .lock()
@@ -375,12 +374,12 @@ unsafe impl Send for Triggered {}
 
 impl Work for Triggered {
     fn start(&mut self) -> Started {
-        // SAFETY: the endpoint cannot close while this is listed in it, nor while it is busy.
+        // SAFETY: the endpoint cannot close while this holds it (listed, or being posted).
         let ep = unsafe { &*self.ep };
         let key = self.op.context() as usize;
         // Off the lists before the post: its completion may be what the application waits
-        // for before it closes the endpoint and the counter. The close waits out `busy`.
-        ep.busy.fetch_add(1, Ordering::SeqCst);
+        // for before it closes the endpoint and the counter. The closes wait out the uses.
+        ep.work.begin_use();
         ep.unlist(key);
         // SAFETY: held since submit; a close of the counter waits out the use.
         let cntr = unsafe { &*self.cntr };
@@ -389,18 +388,17 @@ impl Work for Triggered {
         // SAFETY: the core endpoint is open; the op's copies are live.
         let ret = unsafe { post(&self.op, self.core_ep, &self.core, self.flags) };
         if ret == err::EAGAIN as isize {
-            // Back on the lists (held again before the use ends), to be tried again.
-            cntr.hold();
-            cntr.end_use();
+            // Back on the lists (the uses become holds again), to be tried again.
+            cntr.hold_again();
             ep.queued
                 .lock()
                 .push((key, self.cntr, self.op.completion_flags()));
             self.listed = true;
-            ep.busy.fetch_sub(1, Ordering::SeqCst);
+            ep.work.hold_again();
             return Started::Again;
         }
         cntr.end_use();
-        ep.busy.fetch_sub(1, Ordering::SeqCst);
+        ep.work.end_use();
         if ret != 0 {
             // The core refused it outright: no completion will come. Said, since nothing
             // else can say it (the application's CQ is the core's).
@@ -419,7 +417,9 @@ impl Drop for Triggered {
             return;
         }
         // SAFETY: listed: the endpoint cannot close meanwhile.
-        unsafe { &*self.ep }.unlist(self.op.context() as usize);
+        let ep = unsafe { &*self.ep };
+        ep.unlist(self.op.context() as usize);
+        ep.work.release();
         // SAFETY: held since submit.
         unsafe { &*self.cntr }.release();
     }
