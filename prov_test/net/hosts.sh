@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# Hosts on this machine: 2 to 4 network namespaces that act as hosts on one switched network,
+# each at its own address, every link shaped like a data-centre link (delay, jitter, loss,
+# rate). For tests that need a real network path between processes (prov_test/net/).
+#
+#   prov_test/net/hosts.sh check [N]     bring up N hosts (default 4), measure each path from
+#                                        host 1 (RTT, one-way loss, TCP rate), print, tear down
+#   prov_test/net/hosts.sh gc            delete namespaces left by runs that were SIGKILLed
+#   . prov_test/net/hosts.sh             as a library: hosts_up N, host_exec I CMD..., host_link
+#                                        I down|up, hosts_down (see each function)
+#
+# Topology (root namespace untouched; PFX = rscntr-h<pid of the sourcing shell>):
+#
+#   host i (netns PFX-i, hostname hI)                 switch (netns PFX-sw)
+#   stack -- tap0 10.212.0.I/24 -- delayline -- veth0 ===== svI --+-- br0 (ports sv1..svN)
+#            [tbf uplink]         [delay+jitter]  (no address)    [nft loss on ingress]
+#                                                                 [tbf downlink on egress]
+#
+# The host's address lives on a TAP device; prov_test/net/delayline.c (our stand-in for netem,
+# which this kernel lacks) holds each frame the host sends for DELAY +- JITTER, then puts it on
+# the host's end of a veth pair whose other end is a port of the switch's bridge. Frames from the
+# switch go straight back into the TAP, so a one-way trip is delayed once (by its sender) and a
+# round trip twice. Loss: each frame entering the switch from a host is dropped with probability
+# LOSS (nftables numgen, netdev ingress hook: a sender never learns of it), once per one-way
+# trip. Rate: tbf on the TAP (what a host can send) and on the switch port (what it can
+# receive). ARP is on the TAP, so each host really is reachable at its own address through the
+# bridge; veth0 has ARP and IPv6 off so the host's stack keeps out of the delay line's way.
+#
+# Settings, read by hosts_up (the check command also takes them as options):
+#   HOSTS_DELAY_US  one-way delay, microseconds (200)     -d
+#   HOSTS_JITTER_US uniform jitter, +- microseconds (20)  -j
+#   HOSTS_LOSS_PCT  one-way loss, percent (0.1)           -l
+#   HOSTS_RATE      tbf rate each way, tc syntax (1gbit); 0: not limited   -r
+#   HOSTS_LIFETIME  seconds the delay lines live at most (1800: they run under `timeout`)
+# HOSTS_DELAY_US=0 HOSTS_JITTER_US=0 HOSTS_LOSS_PCT=0 HOSTS_RATE=0 gives an unshaped network.
+#
+# Each host's /etc/hosts (iproute2 bind-mounts /etc/netns/<ns>/hosts over /etc/hosts for
+# `ip netns exec`) names every host, and host_exec gives the command a UTS namespace with the
+# host's name, so gethostname() and name lookups work as on a cluster (see ns_launch.sh, the
+# ssh stand-in for MPI launchers). $HOSTS_MAP (exported) is a file of "name netns address".
+#
+# Only namespaces named PFX-*, addresses in 10.212.0.0/24 inside them, and /etc/netns/PFX-*
+# are created; hosts_down removes all of it, and hosts_up chains hosts_down onto the caller's
+# EXIT trap (and makes INT, TERM, HUP exit, so that trap runs).
+
+HOSTS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HOSTS_BIN=$HOSTS_ROOT/target/prov_test/net
+HOSTS_PREFIX=rscntr-h$$
+HOSTS_N=0
+HOSTS_STATE=""
+HOSTS_MAP=""
+
+host_ns() { echo "$HOSTS_PREFIX-$1"; }
+host_name() { echo "h$1"; }
+host_addr() { echo "10.212.0.$1"; }
+hosts_switch_ns() { echo "$HOSTS_PREFIX-sw"; }
+
+# builds delayline and netprobe into target/prov_test/net when missing or older than the source
+hosts_build() {
+    mkdir -p "$HOSTS_BIN" || return 1
+    local p
+    for p in delayline netprobe; do
+        if [ ! -x "$HOSTS_BIN/$p" ] || [ "$HOSTS_ROOT/prov_test/net/$p.c" -nt "$HOSTS_BIN/$p" ]; then
+            gcc -O2 -Wall -Wextra -Werror "$HOSTS_ROOT/prov_test/net/$p.c" -o "$HOSTS_BIN/$p" || return 1
+        fi
+    done
+}
+
+# host_exec I CMD...: runs an external command on host I: in its network namespace, with its
+# /etc/hosts, in a UTS namespace of its own named hI. The caller wraps long runs in `timeout`.
+host_exec() {
+    local i=$1; shift
+    ip netns exec "$(host_ns "$i")" unshare --uts -- /bin/sh -c 'hostname "$0" && exec "$@"' \
+        "$(host_name "$i")" "$@"
+}
+
+# host_link I down|up: pulls (or plugs back) host I's cable: both ends of the veth pair between
+# it and the switch. The host keeps its address and route, as a host whose cable is pulled does.
+host_link() {
+    ip -n "$(hosts_switch_ns)" link set "sv$1" "$2" && ip -n "$(host_ns "$1")" link set veth0 "$2"
+}
+
+# waits (bounded) until FILE has a line matching PATTERN
+hosts_wait_for() { # FILE PATTERN SECONDS
+    local i
+    for ((i = 0; i < $3 * 20; i++)); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "hosts: timed out waiting for '$2' in $1" >&2
+    return 1
+}
+
+# hosts_down: deletes everything hosts_up made. Idempotent; safe to call from any trap.
+hosts_down() {
+    local ns i j pids
+    [ -n "$HOSTS_STATE" ] || return 0
+    # the delay lines first, politely (they print their counters), then whatever is left
+    for ((i = 1; i <= HOSTS_N; i++)); do
+        [ -f "$HOSTS_STATE/delayline.$i.pid" ] && kill -TERM "$(cat "$HOSTS_STATE/delayline.$i.pid")" 2>/dev/null
+    done
+    for ((i = 0; i < 20; i++)); do
+        pids=""
+        for ((j = 1; j <= HOSTS_N; j++)); do pids+=$(ip netns pids "$(host_ns "$j")" 2>/dev/null); done
+        [ -z "$pids" ] && break
+        sleep 0.05
+    done
+    if [ "${HOSTS_VERBOSE:-0}" = 1 ]; then
+        cat "$HOSTS_STATE"/delayline.*.log 2>/dev/null | grep -v ready | sed 's/^/  /'
+    fi
+    for ns in $(hosts_switch_ns) $(for ((i = 1; i <= HOSTS_N; i++)); do host_ns "$i"; done); do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+        ip netns del "$ns" 2>/dev/null
+        rm -rf "/etc/netns/$ns"
+    done
+    rm -rf "$HOSTS_STATE"
+    HOSTS_STATE="" HOSTS_N=0
+}
+
+# installs hosts_down on EXIT, keeping whatever the caller already has there
+hosts_trap() {
+    local t
+    t=$(trap -p EXIT)
+    HOSTS_OLD_EXIT=""
+    if [ -n "$t" ]; then eval "set -- $t"; HOSTS_OLD_EXIT=$3; fi
+    [ "$HOSTS_OLD_EXIT" = hosts_on_exit ] && HOSTS_OLD_EXIT=""
+    trap hosts_on_exit EXIT
+    # without a trap bash dies of these signals without running its EXIT trap
+    [ -n "$(trap -p INT)" ] || trap 'exit 130' INT
+    [ -n "$(trap -p TERM)" ] || trap 'exit 143' TERM
+    [ -n "$(trap -p HUP)" ] || trap 'exit 129' HUP
+}
+hosts_on_exit() {
+    local rc=$?
+    hosts_down
+    [ -n "${HOSTS_OLD_EXIT:-}" ] && eval "$HOSTS_OLD_EXIT"
+    return $rc
+}
+
+# hosts_up N: makes N hosts (2..4) on one switch, shaped by the HOSTS_* settings. Returns
+# non-zero (everything made so far removed) on any failure.
+hosts_up() {
+    local n=$1 i j
+    local delay=${HOSTS_DELAY_US:-200} jitter=${HOSTS_JITTER_US:-20}
+    local loss=${HOSTS_LOSS_PCT:-0.1} rate=${HOSTS_RATE:-1gbit} life=${HOSTS_LIFETIME:-1800}
+    [ "$HOSTS_N" -eq 0 ] || { echo "hosts: already up" >&2; return 1; }
+    case $n in 2|3|4) ;; *) echo "hosts: 2 to 4 hosts, not '$n'" >&2; return 1 ;; esac
+    [ "$(id -u)" = 0 ] || { echo "hosts: needs root (namespaces, devices)" >&2; return 1; }
+    command -v nft >/dev/null || [ "$loss" = 0 ] ||
+        { echo "hosts: nft not found (apt-get install nftables), or set HOSTS_LOSS_PCT=0" >&2; return 1; }
+    hosts_build || return 1
+    # loss as a count out of 100000 (numgen's modulus): 0.1 % -> 100
+    local loss_n
+    loss_n=$(awk -v p="$loss" 'BEGIN { printf "%d", p * 1000 + 0.5 }')
+
+    hosts_trap
+    HOSTS_STATE=$(mktemp -d /tmp/rscntr-hosts.XXXXXX) || return 1
+    HOSTS_N=$n
+    HOSTS_MAP=$HOSTS_STATE/hosts
+    export HOSTS_MAP
+    local sw
+    sw=$(hosts_switch_ns)
+    {
+        ip netns add "$sw" &&
+        ip netns exec "$sw" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 &&
+        ip -n "$sw" link set lo up &&
+        ip -n "$sw" link add br0 type bridge stp_state 0 forward_delay 0 &&
+        ip -n "$sw" link set br0 up
+    } || { echo "hosts: cannot make the switch namespace" >&2; hosts_down; return 1; }
+    if [ "$loss_n" -gt 0 ]; then
+        ip netns exec "$sw" nft add table netdev loss ||
+            { echo "hosts: nft cannot make a netdev table" >&2; hosts_down; return 1; }
+    fi
+
+    for ((i = 1; i <= n; i++)); do
+        local ns
+        ns=$(host_ns "$i")
+        {
+            ip netns add "$ns" &&
+            ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 &&
+            ip -n "$ns" link set lo up &&
+            # the cable: a veth pair, one end a switch port, the other the host's wire
+            ip -n "$sw" link add "sv$i" type veth peer name veth0 netns "$ns" &&
+            ip -n "$sw" link set "sv$i" master br0 up &&
+            ip -n "$ns" link set veth0 arp off up &&
+            # the host's NIC: a TAP the delay line attaches to
+            ip -n "$ns" tuntap add dev tap0 mode tap &&
+            ip -n "$ns" addr add "$(host_addr "$i")/24" dev tap0 &&
+            ip -n "$ns" link set tap0 up
+        } || { echo "hosts: cannot make host $i" >&2; hosts_down; return 1; }
+        if [ "$rate" != 0 ]; then
+            # burst: 10 full frames; limit: 2 ms at the rate (switch-sized buffers)
+            tc -n "$ns" qdisc add dev tap0 root tbf rate "$rate" burst 15kb latency 2ms &&
+            tc -n "$sw" qdisc add dev "sv$i" root tbf rate "$rate" burst 15kb latency 2ms ||
+                { echo "hosts: tbf failed on host $i's link" >&2; hosts_down; return 1; }
+        fi
+        if [ "$loss_n" -gt 0 ]; then
+            ip netns exec "$sw" nft add chain netdev loss "from$i" \
+                "{ type filter hook ingress device sv$i priority 0; }" &&
+            ip netns exec "$sw" nft add rule netdev loss "from$i" numgen random mod 100000 \< "$loss_n" drop ||
+                { echo "hosts: nft rule failed on host $i's link" >&2; hosts_down; return 1; }
+        fi
+        ip netns exec "$ns" timeout -k 5 "$life" "$HOSTS_BIN/delayline" -t tap0 -e veth0 -d "$delay" -j "$jitter" \
+            > "$HOSTS_STATE/delayline.$i.log" 2>&1 &
+        echo $! > "$HOSTS_STATE/delayline.$i.pid"
+        disown $! # not one of the caller's jobs: a bare `wait` must not wait for it
+        printf '%s %s %s\n' "$(host_name "$i")" "$ns" "$(host_addr "$i")" >> "$HOSTS_MAP"
+    done
+    for ((i = 1; i <= n; i++)); do
+        hosts_wait_for "$HOSTS_STATE/delayline.$i.log" "delayline: ready" 10 ||
+            { cat "$HOSTS_STATE/delayline.$i.log" >&2; hosts_down; return 1; }
+        # name resolution on each host: every host's name, the way a cluster's /etc/hosts has it
+        mkdir -p "/etc/netns/$(host_ns "$i")" &&
+        {
+            printf '127.0.0.1\tlocalhost\n'
+            for ((j = 1; j <= n; j++)); do printf '%s\t%s\n' "$(host_addr "$j")" "$(host_name "$j")"; done
+        } > "/etc/netns/$(host_ns "$i")/hosts" || { hosts_down; return 1; }
+    done
+    echo "hosts: $n hosts up ($(cut -d' ' -f1,3 "$HOSTS_MAP" | tr '\n' ' ')), one-way delay ${delay} us +- ${jitter} us, loss ${loss} %, rate ${rate}"
+}
+
+# ---- the command -------------------------------------------------------------------------------
+
+# one path measured: host 1 to host J
+hosts_measure() { # J
+    local j=$1 probe=$HOSTS_BIN/netprobe a log=$HOSTS_STATE/probe.$1 out
+    a=$(host_addr "$j")
+    echo "-- h1 -> h$j ($a)"
+    # RTT: 2000 round trips, one at a time, 500 us apart
+    host_exec "$j" timeout 60 "$probe" echo 7001 2 > "$log.echo" 2>&1 &
+    local srv=$!
+    hosts_wait_for "$log.echo" ready 10 || return 1
+    out=$(host_exec 1 timeout 60 "$probe" ping "$a" 7001 2000 500) || { echo "   ping failed: $out"; return 1; }
+    wait $srv
+    echo "   $out"
+    CHECK_RTT=$out
+    # one-way loss: 100000 datagrams at 50000/s, counted where they arrive
+    host_exec "$j" timeout 60 "$probe" sink 7002 1 > "$log.sink" 2>&1 &
+    srv=$!
+    hosts_wait_for "$log.sink" ready 10 || return 1
+    out=$(host_exec 1 timeout 60 "$probe" flood "$a" 7002 100000 50000) || return 1
+    wait $srv
+    local sent recv
+    sent=${out#sent }
+    recv=$(sed -n 's/^received //p' "$log.sink")
+    CHECK_SENT=$sent CHECK_RECV=$recv
+    awk -v s="$sent" -v r="$recv" 'BEGIN { printf "   one-way loss: %d of %d datagrams (%.3f %%)\n", s - r, s, (s - r) * 100 / s }'
+}
+
+hosts_tcp() { # J: TCP bulk transfer from host 1 to host J for 3 s
+    local j=$1 probe=$HOSTS_BIN/netprobe log=$HOSTS_STATE/tcp.$1 out
+    host_exec "$j" timeout 60 "$probe" tcp-sink 7003 > "$log" 2>&1 &
+    local srv=$!
+    hosts_wait_for "$log" ready 10 || return 1
+    host_exec 1 timeout 60 "$probe" tcp-send "$(host_addr "$j")" 7003 3 || return 1
+    wait $srv
+    out=$(grep '^tcp' "$log")
+    echo "-- TCP h1 -> h$j, 3 s: $out"
+    CHECK_MBIT=$(awk '{ print $7 }' <<<"$out")
+}
+
+hosts_check() {
+    local n=$1 status=0 j t0=$SECONDS
+    local delay=${HOSTS_DELAY_US:-200} jitter=${HOSTS_JITTER_US:-20} loss=${HOSTS_LOSS_PCT:-0.1} rate=${HOSTS_RATE:-1gbit}
+    HOSTS_VERBOSE=1
+    hosts_up "$n" || return 1
+    for ((j = 2; j <= n; j++)); do
+        hosts_measure "$j" || { status=1; continue; }
+        # RTT: two delay-line passes; the median sits between the two smallest and largest
+        # holds, plus what the stacks and the wake-ups add (allowed: 300 us)
+        awk -v line="$CHECK_RTT" -v d="$delay" -v jt="$jitter" 'BEGIN {
+                split(line, f, " "); med = f[5]; lo = 2 * (d - jt); hi = 2 * (d + jt) + 300
+                ok = med >= lo && med <= hi
+                printf "   RTT median %.1f us: %s (expected %d..%d)\n", med, ok ? "ok" : "OUT OF RANGE", lo, hi
+                exit !ok }' || status=1
+        # one-way loss: within 5 standard deviations of the binomial (plus 5 datagrams)
+        awk -v s="$CHECK_SENT" -v r="$CHECK_RECV" -v p="$loss" 'BEGIN {
+                p /= 100; e = s * p; sd = sqrt(s * p * (1 - p)); l = s - r
+                ok = l >= e - 5 * sd - 5 && l <= e + 5 * sd + 5
+                printf "   loss %d: %s (expected %.0f +- %.0f)\n", l, ok ? "ok" : "OUT OF RANGE", e, 5 * sd + 5
+                exit !ok }' || status=1
+    done
+    hosts_tcp 2 || status=1
+    if [ -n "${CHECK_MBIT:-}" ] && [ "$rate" != 0 ]; then
+        # the rate is a ceiling: above it (by more than 5 %) the shaping does not work
+        local lim
+        lim=$(tc -n "$(host_ns 1)" qdisc show dev tap0 | sed -n 's/.* rate \([0-9.]*[KMG]\?bit\).*/\1/p')
+        awk -v m="$CHECK_MBIT" -v l="$lim" 'BEGIN {
+                v = l + 0; if (l ~ /Gbit/) v *= 1000; else if (l ~ /Kbit/) v /= 1000; else if (l !~ /Mbit/) v /= 1e6
+                ok = m > 0 && m <= v * 1.05
+                printf "   TCP %.1f Mbit/s: %s (limit %s)\n", m, ok ? "ok" : "OUT OF RANGE", l
+                exit !ok }' || status=1
+    fi
+    hosts_down
+    echo "hosts check: $([ $status -eq 0 ] && echo passed || echo FAILED) ($((SECONDS - t0)) s)"
+    return $status
+}
+
+# removes namespaces (and their /etc/netns) whose creating shell is gone: what a SIGKILLed run
+# leaves. Only names of the form rscntr-h<pid>-*.
+hosts_gc() {
+    local ns pid
+    for ns in $(ip netns list | awk '{ print $1 }' | grep -E '^rscntr-h[0-9]+-'); do
+        pid=${ns#rscntr-h}; pid=${pid%%-*}
+        kill -0 "$pid" 2>/dev/null && continue
+        echo "hosts gc: $ns"
+        ip netns pids "$ns" | xargs -r kill -9 2>/dev/null
+        ip netns del "$ns"
+        rm -rf "/etc/netns/$ns"
+    done
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -uo pipefail
+    cmd=${1:-}; shift || true
+    case $cmd in
+        check)
+            while getopts d:j:l:r: o; do
+                case $o in
+                    d) HOSTS_DELAY_US=$OPTARG ;; j) HOSTS_JITTER_US=$OPTARG ;;
+                    l) HOSTS_LOSS_PCT=$OPTARG ;; r) HOSTS_RATE=$OPTARG ;;
+                    *) exit 2 ;;
+                esac
+            done
+            shift $((OPTIND - 1))
+            hosts_check "${1:-4}"; exit $? ;;
+        gc) hosts_gc ;;
+        *) echo "usage: $0 check [-d delay_us] [-j jitter_us] [-l loss_pct] [-r rate] [N] | gc" >&2; exit 2 ;;
+    esac
+fi
