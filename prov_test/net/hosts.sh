@@ -7,7 +7,7 @@
 #                                        host 1 (RTT, one-way loss, TCP rate), print, tear down
 #   prov_test/net/hosts.sh gc            delete namespaces left by runs that were SIGKILLed
 #   . prov_test/net/hosts.sh             as a library: hosts_up N, host_exec I CMD..., host_link
-#                                        I down|up, hosts_down (see each function)
+#                                        I down|up [cable|nic], hosts_down (see each function)
 #
 # Topology (root namespace untouched; PFX = rscntr-h<pid of the sourcing shell>):
 #
@@ -82,10 +82,18 @@ host_exec() {
         "$(host_name "$i")" "$@"
 }
 
-# host_link I down|up: pulls (or plugs back) host I's cable: both ends of the veth pair between
-# it and the switch. The host keeps its address and route, as a host whose cable is pulled does.
+# host_link I down|up [cable|nic]: cable (the default) pulls, or plugs back, host I's cable:
+# both ends of the veth pair between it and the switch; the host keeps its address and routes,
+# so what it sends is lost on the wire (TCP retransmits, then gives up; a new connection's SYNs
+# are lost too). nic sets the host's own interface (tap0) down or up: its routes go with it, so
+# the host's stack refuses at once to send to the others (ENETUNREACH), as for `ip link set
+# <dev> down` on the interface that carries the address.
 host_link() {
-    ip -n "$(hosts_switch_ns)" link set "sv$1" "$2" && ip -n "$(host_ns "$1")" link set veth0 "$2"
+    case ${3:-cable} in
+        cable) ip -n "$(hosts_switch_ns)" link set "sv$1" "$2" && ip -n "$(host_ns "$1")" link set veth0 "$2" ;;
+        nic) ip -n "$(host_ns "$1")" link set tap0 "$2" ;;
+        *) echo "host_link: cable or nic, not '$3'" >&2; return 1 ;;
+    esac
 }
 
 # a tc rate (100mbit, 1gbit, 1.5Gbit, 10mbps ...) in bytes per second
