@@ -155,6 +155,9 @@ hosts_trap() {
 }
 hosts_on_exit() {
     local rc=$?
+    # timeout(1) signals its child and then the child's whole process group: a second TERM
+    # arriving here would run `exit` again and cut the teardown short
+    trap '' INT TERM HUP
     hosts_down
     [ -n "${HOSTS_OLD_EXIT:-}" ] && eval "$HOSTS_OLD_EXIT"
     return $rc
