@@ -73,7 +73,7 @@ hosts_build() {
     local p
     for p in delayline netprobe; do
         if [ ! -x "$HOSTS_BIN/$p" ] || [ "$HOSTS_ROOT/prov_test/net/$p.c" -nt "$HOSTS_BIN/$p" ]; then
-            gcc -O2 -Wall -Wextra -Werror "$HOSTS_ROOT/prov_test/net/$p.c" -o "$HOSTS_BIN/$p" || return 1
+            timeout 120 gcc -O2 -Wall -Wextra -Werror "$HOSTS_ROOT/prov_test/net/$p.c" -o "$HOSTS_BIN/$p" || return 1
         fi
     done
 }

@@ -43,7 +43,7 @@ fi
 
 mkdir -p "$OUT"
 if [ ! -x "$BIN" ] || [ "$ROOT/prov_test/net/link_peer.c" -nt "$BIN" ] || [ "$ROOT/prov_test/harness.h" -nt "$BIN" ]; then
-    gcc -O1 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" "$ROOT/prov_test/net/link_peer.c" \
+    timeout 120 gcc -O1 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" "$ROOT/prov_test/net/link_peer.c" \
         -L"$LF_PREFIX/lib" -lfabric -o "$BIN" || exit 1
 fi
 
