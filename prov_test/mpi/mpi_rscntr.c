@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * A 2-rank MPI program for running MPI over rscntr: eager and rendezvous send/recv,
+ * An MPI program for running MPI over rscntr: eager and rendezvous send/recv,
  * MPI_Win fence put/get, passive-target lock + accumulate, a barrier. Every result is
  * checked; rank 0 prints "PASS: errors=0" or "FAIL: errors=N" and the exit code follows.
+ * Any even number of ranks: each pairs with the rank half the world away (with 2 ranks, the
+ * other one; with 2 hosts x 2 ranks placed in blocks, a rank on the other host), and every
+ * rank accumulates into rank 0. With RSCNTR_MPI_WHERE set, each rank first prints
+ * "rank R of N on HOST" (MPI_Get_processor_name).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -19,19 +23,27 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (size != 2) {
+	if (size < 2 || size % 2) {
 		if (!rank)
-			fprintf(stderr, "needs exactly 2 ranks\n");
+			fprintf(stderr, "needs an even number of ranks\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
-	int peer = 1 - rank;
+	int peer = (rank + size / 2) % size;
+	if (getenv("RSCNTR_MPI_WHERE")) {
+		char host[MPI_MAX_PROCESSOR_NAME];
+		int len;
+		MPI_Get_processor_name(host, &len);
+		printf("rank %d of %d on %s\n", rank, size, host);
+		fflush(stdout);
+	}
 
 	/* eager and rendezvous send/recv, both directions */
 	int *buf = malloc(sizeof(int) * LARGE);
 	for (int n = SMALL; n <= LARGE; n = (n == SMALL) ? LARGE : LARGE + 1) {
 		for (int dir = 0; dir < 2; dir++) {
-			int sender = dir;
-			if (rank == sender) {
+			/* dir 0: the lower half sends to its peer, dir 1 the upper half */
+			int sends = (rank < size / 2) == (dir == 0);
+			if (sends) {
 				for (int i = 0; i < n; i++)
 					buf[i] = i * 3 + dir + n;
 				MPI_Send(buf, n, MPI_INT, peer, 7, MPI_COMM_WORLD);
@@ -70,7 +82,7 @@ int main(int argc, char **argv)
 		if (got[i] != 1000 * (rank + 1) + i) /* the peer holds what we put */
 			errors++;
 
-	/* passive target: both ranks accumulate into rank 0 under a lock */
+	/* passive target: every rank accumulates into rank 0 under a lock */
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (rank == 0)
 		for (int i = 0; i < WIN; i++)
@@ -88,7 +100,7 @@ int main(int argc, char **argv)
 	if (rank == 0) {
 		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
 		for (int i = 0; i < WIN; i++)
-			if (base[i] != 2 * 10 * (i + 1))
+			if (base[i] != size * 10 * (i + 1))
 				errors++;
 		MPI_Win_unlock(0, win);
 	}
