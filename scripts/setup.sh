@@ -14,6 +14,8 @@ mkdir -p "$DEPS/stamps" "$DEPS/dl" "$DEPS/logs"
 # ---- apt --------------------------------------------------------------------------------------
 APT_PKGS=(build-essential pkg-config autoconf automake libtool libclang-dev xz-utils curl
           python3-venv valgrind pandoc groff-base
+          # prov_test/net/hosts.sh: loss on the shaped links between test hosts
+          nftables
           # rdma-core 65's libibverbs is built from source (below); Debian's libibverbs1 (44, no
           # completion counters) is the old library rscntr must also run with.
           cmake ninja-build libnl-3-dev libnl-route-3-dev libibverbs1)

@@ -2,7 +2,8 @@
 # Runs every test: sets up first (scripts/setup.sh), then the cargo checks and tests, the C
 # programs in prov_test/ and examples/ against libfabric 2.1 and 2.5.1, the man page's freshness,
 # fi_info -e and log-line checks, scripts/install.sh into a temporary prefix, the hardening steps
-# (loom, valgrind, ASan, Miri, a link cut between network namespaces), libfabric's own
+# (loom, valgrind, ASan, Miri; hosts on this machine: shaped links, a link cut, MPICH across
+# hosts), libfabric's own
 # fabtests, the ways of selecting rscntr (also against a debug libfabric 2.1) and Sandia
 # OpenSHMEM's test suite over sockets and tcp;ofi_rxm, each core against rscntr over it. Every
 # external process runs under `timeout`. Ends with "test.sh: N passed, M failed" (", K skipped"
@@ -527,7 +528,10 @@ step "stress on hardware counters (fake device)" prog "$LF21" stress FI_RSCNTR_C
 step "valgrind memcheck: prov_test programs and fi_cntr_test" timeout 1800 prov_test/sanitize.sh valgrind "$LF21"
 step "ASan build of the C tests" timeout 1200 prov_test/sanitize.sh asan "$LF21"
 step "Miri on the counter engine (tests/miri_engine.rs)" timeout 2400 prov_test/sanitize.sh miri
-step "link cut between two network namespaces (tcp;ofi_rxm, tcp)" timeout 900 prov_test/net/link_cut.sh "$LF21"
+step "hosts on this machine: 4 namespaces on one bridge, shaped links measured (RTT, loss, TCP rate)" \
+    timeout 300 prov_test/net/hosts.sh check 4
+step "link cut between two hosts (tcp;ofi_rxm: interfaces down, cables pulled; tcp: interfaces down)" \
+    timeout 900 prov_test/net/link_cut.sh "$LF21"
 
 step "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
     runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude" FI_RSCNTR_CORE=none
@@ -550,6 +554,8 @@ step "Open MPI over rscntr, selected by mtl_ofi_provider_include alone (no FI_PR
     ompi_over_rscntr -x FI_RSCNTR_CORE=tcp
 step "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets)" mpich_capability_sets
 step "MPICH over rscntr(tcp;ofi_rxm), FI_PROVIDER=rscntr, patched libfabric 2.5.1" mpich_over_layering
+step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh): rscntr passes where the core passes (tcp, sockets)" \
+    timeout 300 prov_test/net/cross_host.sh
 step "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
 step "SOS start-up over rscntr(sockets), default build: rscntr serving, counters bound" \
     sos startup.sh default sockets

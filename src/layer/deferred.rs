@@ -33,6 +33,15 @@ use std::time::Duration;
 /// libfabric's FI_ADDR_NOTAVAIL ((uint64_t) -1), a macro bindgen leaves out.
 const FI_ADDR_NOTAVAIL: ofi::fi_addr_t = u64::MAX;
 
+/// The largest read of core entries done on the stack (16 tagged entries).
+const SMALL_READ: usize = 16 * 64;
+
+/// The bytes of a word buffer (aligned for any CQ entry's fields).
+fn bytemuck_bytes(words: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u8 has no alignment or validity requirements; same memory, same lifetime.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 8) }
+}
+
 /// How often the watcher reads a filtered CQ while deferred operations are outstanding.
 const POLL_MAX: Duration = Duration::from_micros(200);
 
@@ -449,13 +458,17 @@ impl CqFilter {
         count: usize,
         src: *mut ofi::fi_addr_t,
     ) -> isize {
-        // The core's entries are larger than the application's: read them apart.
+        // The core's entries are larger than the application's: read them apart (on the
+        // stack for the few a poll reads, as a remote-access counter's does).
+        let mut small = [0u64; SMALL_READ / 8];
         let mut wide = Vec::new();
-        let cbuf = if self.core_entry != self.entry {
+        let cbuf = if self.core_entry == self.entry {
+            buf
+        } else if count * self.core_entry <= SMALL_READ {
+            small.as_mut_ptr().cast::<u8>()
+        } else {
             wide.resize(count * self.core_entry, 0u8);
             wide.as_mut_ptr()
-        } else {
-            buf
         };
         loop {
             // SAFETY: the core's own read on its CQ (caller's contract for the buffers; the
@@ -714,7 +727,9 @@ impl CqFilter {
             return;
         }
         const N: usize = 16;
-        let mut buf = vec![0u8; N * self.entry];
+        // Aligned for the entries' fields; no entry format is larger than 64 bytes.
+        let mut buf = [0u64; N * 64 / 8];
+        let buf = &mut bytemuck_bytes(&mut buf)[..N * self.entry];
         let mut src = [0 as ofi::fi_addr_t; N];
         let use_src = self.inner().readfrom.is_some();
         let srcp = if use_src {

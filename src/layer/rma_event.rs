@@ -259,12 +259,15 @@ impl RmaEvents {
     }
 
     /// Reads the domain's CQs: notifications are counted as the filters take them out.
-    fn fill(&self) {
-        let filters = self.filters.lock().clone();
-        for f in filters {
+    /// False when the domain has none.
+    fn fill(&self) -> bool {
+        // Held across the reads: counting a notification takes the other locks only.
+        let filters = self.filters.lock();
+        for &f in filters.iter() {
             // SAFETY: the domain's filters live until it closes.
             unsafe { (*(f as *const CqFilter)).fill() };
         }
+        !filters.is_empty()
     }
 }
 
@@ -352,11 +355,12 @@ impl Feed for NotifyFeed {
     }
     fn sync(&self, _tally: &dyn Tally, _errors_too: bool) {
         let ev = self.events();
-        if let Some(a) = ev.arrivals_feed() {
-            // Drives the core's progress for the domain's endpoints.
+        // Reading the CQs drives the core's progress; without any, the arrivals counter does.
+        if !ev.fill()
+            && let Some(a) = ev.arrivals_feed()
+        {
             a.sync(&Nothing, false);
         }
-        ev.fill();
     }
     fn live(&self) -> bool {
         true
