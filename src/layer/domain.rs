@@ -445,7 +445,8 @@ unsafe fn bind_arrivals(
     if let Some(c) = unsafe { cntr::as_cntr::<'static>(arrivals.cast()) }
         && let Ok(feed) = c.feed_or_open(&mut |_| Err(err::ENOENT))
     {
-        rma.set_arrivals_feed(feed);
+        // SAFETY: the arrivals counter, open until the domain closes.
+        unsafe { rma.set_arrivals(arrivals, feed) };
     }
     Ok(())
 }

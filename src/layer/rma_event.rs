@@ -23,6 +23,7 @@
 //! refused (-FI_EKEYREJECTED) rather than miscounted. Keys below 65536 never collide.
 
 use super::deferred::{CqFilter, Notifications};
+use super::wait::CntrWaitBlocker;
 use crate::boundary::ffi::err;
 use crate::cntr::{AnyCntr, Armed, Feed, Tally};
 use crate::engine::Wake;
@@ -31,6 +32,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::OnceLock;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// Cores whose remote-access counters rscntr provides itself.
@@ -123,6 +125,14 @@ pub struct RmaEvents {
     pub arrivals: Mutex<Option<*mut ofi::fid_cntr>>,
     /// Its feed, once bound.
     arrivals_feed: OnceLock<usize>,
+    /// What waiters sleep in: the arrivals counter's own wait, which the core's count of a
+    /// remote write ends in whichever thread runs the core's progress (the core's progress
+    /// thread, another thread's read), not only the fd a waiter sleeps on, which such a thread
+    /// may have drained (a wait on the fd alone missed wakeups, in Sandia OpenSHMEM's barrier
+    /// over tcp;ofi_rxm, where rxm's atomic progress thread runs). An interrupt adds to the
+    /// arrivals counter, whose value nothing else reads.
+    blocker: CntrWaitBlocker,
+    bias: AtomicU64,
 }
 
 // SAFETY: the raw pointers are the domain's counters (bound ones cannot close), its filters and
@@ -244,11 +254,21 @@ impl RmaEvents {
         }
     }
 
-    /// The arrivals counter's feed, once it is bound to an endpoint.
-    pub fn set_arrivals_feed(&self, feed: &dyn Feed) {
-        let _ = self
-            .arrivals_feed
-            .set(Box::into_raw(Box::new(feed as *const dyn Feed)) as usize);
+    /// The arrivals counter and its feed, once it is bound to an endpoint.
+    ///
+    /// # Safety
+    /// `arrivals` is the arrivals counter, open until the domain closes.
+    pub unsafe fn set_arrivals(&self, arrivals: *mut ofi::fid_cntr, feed: &dyn Feed) {
+        let mut first = false;
+        self.arrivals_feed.get_or_init(|| {
+            first = true;
+            Box::into_raw(Box::new(feed as *const dyn Feed)) as usize
+        });
+        if first {
+            // SAFETY: the arrivals counter and this record live until the domain closes,
+            // after every counter whose waits use the blocker.
+            unsafe { self.blocker.watch_counter(arrivals, &self.bias) };
+        }
     }
 
     fn arrivals_feed(&self) -> Option<&dyn Feed> {
@@ -372,7 +392,7 @@ impl Feed for NotifyFeed {
     }
     fn wake(&self) -> Wake<'_> {
         match self.events().arrivals_feed() {
-            Some(a) if a.live() => a.wake(),
+            Some(a) if a.live() => Wake::Block(&self.events().blocker),
             _ => Wake::After(NO_ENDPOINT_YET),
         }
     }
