@@ -17,6 +17,9 @@
 # SHMEM_OFI_PROVIDER=<core>, rscntr with SHMEM_OFI_PROVIDER=rscntr FI_RSCNTR_CORE=<core>; the
 # environment is otherwise the same. Results: target/sos/<variant>-<core>-{core,rscntr}.txt
 # (test, PASS/FAIL rc/TIMEOUT, seconds), the output of each failed test beside them.
+# RSCNTR_SOS_CORE_VARIANT=<build> runs the core with another SOS build: where the core lacks
+# what <variant> needs (the default build asks FI_RMA_EVENT, which only rscntr has over
+# tcp;ofi_rxm), rscntr's <variant> run is compared with the core's run of the build it can run.
 # Exit status 0 when rscntr passes every test the core passes (and the core passes some),
 # 2 when SOS is not built because its tarball is absent, 1 otherwise.
 set -uo pipefail
@@ -29,10 +32,13 @@ LIBDIR=${4:-$LF_PREFIX/lib}
 TIMEOUT=${RSCNTR_SOS_TIMEOUT:-300}
 SOS=$DEPS/sos-$variant
 TESTDIR=$SOS/build/modules/tests-sos/test
+core_variant=${RSCNTR_SOS_CORE_VARIANT:-$variant}
 
-bash "$ROOT/prov_test/sos/build.sh" "$variant"
-rc=$?
-[ $rc -eq 0 ] || exit $rc
+for v in $(printf '%s\n' "$variant" "$core_variant" | sort -u); do
+    bash "$ROOT/prov_test/sos/build.sh" "$v"
+    rc=$?
+    [ $rc -eq 0 ] || exit $rc
+done
 
 # The test list, in `make check`'s order: each directory's TESTS.
 all_tests() {
@@ -58,14 +64,14 @@ mkdir -p "$OUT"
 
 # One test: the program itself (libtool keeps it in .libs/; its wrapper would put the 2.1
 # release libfabric first on LD_LIBRARY_PATH), 2 PEs, in fresh namespaces.
-run_one() { # <test> <log> [VAR=value...]
-    local t=$1 log=$2 bin; shift 2
-    bin=$TESTDIR/$(dirname "$t")/.libs/$(basename "$t")
-    [ -x "$bin" ] || bin=$TESTDIR/$t
+run_one() { # <test> <log> [VAR=value...]  (the build in $RUN_SOS)
+    local t=$1 log=$2 bin dir=$RUN_SOS/build/modules/tests-sos/test; shift 2
+    bin=$dir/$(dirname "$t")/.libs/$(basename "$t")
+    [ -x "$bin" ] || bin=$dir/$t
     env LD_LIBRARY_PATH="$LIBDIR" "$@" timeout -k 10 "$TIMEOUT" \
         unshare --net --mount --pid --fork --kill-child --mount-proc \
         sh -c 'ip link set lo up && mount -t tmpfs -o size=1g rscntr-sos-shm /dev/shm &&
-               exec "$0" -n 2 "$1"' "$SOS/bin/oshrun" "$bin" > "$log" 2>&1
+               exec "$0" -n 2 "$1"' "$RUN_SOS/bin/oshrun" "$bin" > "$log" 2>&1
 }
 
 run_list() { # <mode> <results file> [VAR=value...]
@@ -95,12 +101,12 @@ summary() { # <label> <results file>
 }
 
 unset SHMEM_OFI_DISABLE_SINGLE_EP   # the single-endpoint mode is the one that needs the most
-res_core=$OUT/$variant-$tag-core.txt res_rscntr=$OUT/$variant-$tag-rscntr.txt
-echo "SOS ($variant build) $which tests: $core directly, then rscntr over $core" \
+res_core=$OUT/$core_variant-$tag-core.txt res_rscntr=$OUT/$variant-$tag-rscntr.txt
+echo "SOS $which tests: $core directly ($core_variant build), then rscntr over $core ($variant build)" \
      "(libfabric from $LIBDIR, timeout ${TIMEOUT}s each)"
-run_list core "$res_core" SHMEM_OFI_PROVIDER="$core"
+RUN_SOS=$DEPS/sos-$core_variant run_list core "$res_core" SHMEM_OFI_PROVIDER="$core"
 summary "$core directly:" "$res_core"
-run_list rscntr "$res_rscntr" SHMEM_OFI_PROVIDER=rscntr FI_RSCNTR_CORE="$core" FI_PROVIDER_PATH="$PROV_DIR"
+RUN_SOS=$SOS run_list rscntr "$res_rscntr" SHMEM_OFI_PROVIDER=rscntr FI_RSCNTR_CORE="$core" FI_PROVIDER_PATH="$PROV_DIR"
 summary "rscntr over $core:" "$res_rscntr"
 
 status=0

@@ -496,6 +496,12 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         let b = unsafe { binder(fid) } as *const Binder as *mut Binder;
         // SAFETY: the Binder is live until the core closed the object; its trigger record too.
         if let Some(t) = unsafe { (*b).trigger.as_ref() } {
+            // SAFETY: as above.
+            if unsafe { !(*b).rma_ep.is_null() } {
+                // rscntr's own notifications of remote accesses (`rma_ep.rs`) complete once
+                // the endpoint's CQs are read: the application cannot know of them.
+                t.settle_deferred(std::time::Duration::from_secs(1));
+            }
             let (queued, aliases) = (t.queued(), t.aliases.load(std::sync::atomic::Ordering::Acquire));
             let deferred = t.deferred();
             if queued != 0 || aliases != 0 || deferred != 0 {

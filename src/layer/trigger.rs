@@ -162,6 +162,22 @@ impl TriggerEp {
         self.deferred.load(Ordering::Acquire)
     }
 
+    /// Reads the endpoint's CQs (taking out rscntr's completions) until no deferred
+    /// operation of the endpoint is outstanding, for at most `limit`.
+    pub fn settle_deferred(&self, limit: std::time::Duration) {
+        let t0 = std::time::Instant::now();
+        while self.deferred() != 0 && t0.elapsed() < limit {
+            let filters: Vec<*mut CqFilter> = self.cqs.lock().iter().map(|(f, _)| *f).collect();
+            for f in filters {
+                // SAFETY: the filters live until the domain closes, after this endpoint.
+                unsafe { (*f).fill() };
+            }
+            if self.deferred() != 0 {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+
     /// A deferred data operation names the endpoint (until [`TriggerEp::deferred_done`]).
     pub fn hold_deferred(&self) {
         self.deferred.fetch_add(1, Ordering::AcqRel);
