@@ -69,6 +69,8 @@ pub struct Record {
     report: bool,
     /// The endpoint counters the core counts this operation in (to move back).
     undo: Vec<*const dyn AnyCntr>,
+    /// Those moved back already, at the post ([`Target::own`]).
+    premoved: Vec<*const dyn AnyCntr>,
     /// The endpoint's count of deferred operations naming it, which keeps it from closing.
     ep_refs: *const AtomicUsize,
 }
@@ -84,6 +86,12 @@ pub struct Target<'a> {
     pub filters: Vec<*mut CqFilter>,
     /// Its count of deferred operations, held by the caller for this one.
     pub refs: &'a AtomicUsize,
+    /// rscntr's own operation (a notification of a remote access, `rma_ep.rs`): the
+    /// endpoint's counters are moved back before the core counts it rather than after (they
+    /// may show one less meanwhile, never one more, which an application waiting for its own
+    /// operations could take for a completion), and the watcher does not read for it: the
+    /// posting thread and the application's reads take its completion.
+    pub own: bool,
 }
 
 /// The deferred operations of one domain, and its filtered CQs.
@@ -167,7 +175,12 @@ impl Deferred {
             deferred: self,
             stash: Mutex::new(Stash::default()),
             kept: AtomicBool::new(false),
+            // SAFETY: an open CQ's fid ops.
+            fi_ops: unsafe { *(*cq).fid.ops },
+            orig_fi_ops: unsafe { (*cq).fid.ops },
+            closed: AtomicBool::new(false),
         });
+        f.fi_ops.close = Some(cq_close);
         f.ops.size = f.ops.size.min(std::mem::size_of::<ofi::fi_ops_cq>());
         f.ops.read = Some(cq_read);
         f.ops.readfrom = Some(cq_readfrom);
@@ -179,8 +192,11 @@ impl Deferred {
             f.ops.sreadfrom = Some(cq_sreadfrom);
         }
         let f = Box::into_raw(f);
-        // SAFETY: the table is the filter's own field, which lives until the domain closes.
-        unsafe { (*cq).ops = &mut (*f).ops };
+        // SAFETY: the tables are the filter's own fields, which live until the domain closes.
+        unsafe {
+            (*cq).ops = &mut (*f).ops;
+            (*cq).fid.ops = &mut (*f).fi_ops;
+        }
         filters.push(f);
         Some(f)
     }
@@ -217,18 +233,34 @@ impl Deferred {
                 }
             }
         }
+        let premoved = if ep.own {
+            for u in &undo {
+                // SAFETY: bound to the endpoint, which is open. Wrapping: one back.
+                let _ = unsafe { &**u }.add(u64::MAX);
+            }
+            std::mem::take(&mut undo)
+        } else {
+            Vec::new()
+        };
+        let restore = |premoved: &[*const dyn AnyCntr]| {
+            for u in premoved {
+                // SAFETY: as above.
+                let _ = unsafe { &**u }.add(1);
+            }
+        };
         let rec = Box::new(Record {
             app_context: op.context(),
             completion: completion.map(|c| c as *const dyn AnyCntr),
             report,
             undo,
+            premoved,
             ep_refs: ep.refs,
         });
         let key = &*rec as *const Record as usize;
         let app_context = op.set_context(key as *mut c_void);
         self.outstanding.lock().insert(key, rec);
         self.live.fetch_add(1, Ordering::AcqRel);
-        for &f in &ep.filters {
+        for &f in ep.filters.iter().filter(|_| !ep.own) {
             // SAFETY: the filters live until the domain closes, which cannot happen while
             // this is outstanding; the watcher reads them through their CQs.
             unsafe { watcher::watch(f as usize, watcher::target_of(&*f)) };
@@ -240,6 +272,10 @@ impl Deferred {
         }
         let rec = self.take(key);
         op.set_context(app_context);
+        if let Some(r) = &rec {
+            // The core takes nothing: it counts nothing.
+            restore(&r.premoved);
+        }
         if ret == err::EAGAIN as isize {
             return Err(());
         }
@@ -274,6 +310,14 @@ impl Deferred {
         if let Some(c) = rec.completion.map(|c| unsafe { &*c }) {
             let _ = if ok { c.add(1) } else { c.add_err(1) };
             c.release();
+        }
+        if counted && !ok {
+            for u in &rec.premoved {
+                // SAFETY: as below. The core counted an error instead of the value moved back.
+                let u = unsafe { &**u };
+                let _ = u.add(1);
+                let _ = u.add_err(u64::MAX);
+            }
         }
         if counted {
             for u in &rec.undo {
@@ -327,6 +371,13 @@ pub struct CqFilter {
     /// Whether the stash holds anything (entries or errors), read without its lock: a read
     /// with nothing kept and nothing deferred outstanding goes straight to the core.
     kept: AtomicBool,
+    /// The CQ's fid ops with rscntr's close, and the ones it had: the application may close
+    /// the CQ before the domain, and rscntr's own reads (the watcher's, a remote-access
+    /// counter's) must then stop.
+    fi_ops: ofi::fi_ops,
+    orig_fi_ops: *const ofi::fi_ops,
+    /// Set (under the stash lock) once the core closed the CQ.
+    closed: AtomicBool,
 }
 
 // SAFETY: the CQ and its table are the core's; the domain's Deferred outlives the filter.
@@ -720,6 +771,9 @@ impl CqFilter {
     /// entries go to the stash.
     pub fn fill(&self) {
         let mut st = self.stash();
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
         // Marked kept before the core is read: a read that finds the mark clear reads the core
         // before this does, so the application's entries keep their order.
         self.kept.store(true, Ordering::Release);
@@ -786,7 +840,7 @@ impl CqFilter {
 
 impl Watched for CqFilter {
     fn poll(&self) -> bool {
-        if self.deferred().outstanding() == 0 {
+        if self.deferred().outstanding() == 0 || self.closed.load(Ordering::Acquire) {
             return false;
         }
         self.fill();
@@ -794,6 +848,31 @@ impl Watched for CqFilter {
     }
     fn wake(&self) -> Wake<'_> {
         Wake::After(POLL_MAX)
+    }
+}
+
+/// The application closes a filtered CQ: the core's close, under the stash lock so that no
+/// read of rscntr's is inside the core meanwhile; after it, rscntr's reads of it stop.
+unsafe extern "C" fn cq_close(fid: *mut ofi::fid) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only filtered CQs reach this op; their fid ops are the filter's `fi_ops`.
+        let f = unsafe {
+            &*((*fid).ops as *const u8)
+                .sub(std::mem::offset_of!(CqFilter, fi_ops))
+                .cast::<CqFilter>()
+        };
+        let st = f.stash();
+        // SAFETY: the close the CQ had.
+        let ret = unsafe { (*f.orig_fi_ops).close.map_or(err::ENOSYS, |c| c(fid)) };
+        if ret == 0 {
+            f.closed.store(true, Ordering::Release);
+        }
+        drop(st);
+        if ret == 0 {
+            // After the lock: the watcher may be waiting for it, and then sees the CQ closed.
+            watcher::unwatch(f as *const CqFilter as usize);
+        }
+        ret
     }
 }
 

@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 const REMOTE_CQ_DATA: u64 = ofi::FI_REMOTE_CQ_DATA as u64;
+/// Notifications outstanding on an endpoint from which its poster reads their completions.
+const DRAIN_AT: usize = 64;
 
 /// An endpoint's rma and atomic tables (its table pointers point into this record).
 #[repr(C)]
@@ -179,6 +181,12 @@ impl RmaEp {
         };
         let mut target = t.target();
         target.core = &core;
+        target.own = true;
+        if t.deferred() >= DRAIN_AT {
+            // Nothing else reads for notifications (see Target::own): the posting thread
+            // takes their completions before the core's CQ fills up with them.
+            t.settle_deferred(Duration::ZERO);
+        }
         let deadline = Instant::now() + Duration::from_secs(1);
         let mut nap = Duration::from_micros(20);
         let tx = t.transmit_filter();

@@ -211,6 +211,7 @@ impl TriggerEp {
             bound: self.bound.lock().clone(),
             filters: self.cqs.lock().iter().map(|(f, _)| *f).collect(),
             refs: &self.deferred,
+            own: false,
         }
     }
 
