@@ -14,8 +14,9 @@
  *   endpoints, and 4096 rxm endpoints plus their counters' fds pass the 20000-fd limit), the
  *   N/2 endpoints opened (not enabled) before the counters and closed after the counters'
  *   memory is measured, before the counters are closed (a bound counter cannot close). The open/bind/close phases are timed
- *   over ceil(256/N) rounds (one after a warm-up round of one counter, which pays first-use
- *   costs), memory on the first: resident set (/proc/self/statm) and heap in use (mallinfo2)
+ *   per round, max(5, 1024/N) rounds after a warm-up round of one counter (which pays
+ *   first-use costs), the median round reported (first_open_us: the first round's open, cold
+ *   memory); memory on the first round: resident set (/proc/self/statm) and heap in use (mallinfo2)
  *   after the counters minus before them, per counter. Prints
  *     objects n=<N> bound=<0|1> rounds=<r> open_us <per counter> bind_us <..> close_us <..>
  *             rss_b <bytes per counter> heap_b <bytes per counter> ep_rss_b <per endpoint>
@@ -170,8 +171,14 @@ static int objects_round(int k, struct fid_ep **eps, struct fid_cntr **cs, doubl
 			TRY(fi_endpoint(domain, info, &eps[i], NULL), "fi_endpoint");
 	long r1 = rss_bytes(), h1 = heap_bytes(), f1 = fd_count();
 	uint64_t t0 = now_ns();
-	for (int i = 0; i < k; i++)
-		TRY(fi_cntr_open(domain, &ca, &cs[i], NULL), "fi_cntr_open");
+	for (int i = 0; i < k; i++) {
+		int ret = fi_cntr_open(domain, &ca, &cs[i], NULL);
+		if (ret) {
+			printf("error fi_cntr_open=%d(%s) at counter %d (%ld fds open)\n", ret,
+			       fi_strerror(-ret), i + 1, fd_count());
+			return -1;
+		}
+	}
 	uint64_t t1 = now_ns();
 	if (bound)
 		for (int i = 0; i < k; i++)
@@ -191,31 +198,37 @@ static int objects_round(int k, struct fid_ep **eps, struct fid_cntr **cs, doubl
 	for (int i = 0; i < k; i++)
 		TRY(fi_close(&cs[i]->fid), "fi_close(cntr)");
 	uint64_t t4 = now_ns();
-	*t_open += (double) (t1 - t0) / 1e3;
-	*t_bind += (double) (t2 - t1) / 1e3;
-	*t_close += (double) (t4 - t3) / 1e3;
+	*t_open = (double) (t1 - t0) / 1e3 / k;
+	*t_bind = (double) (t2 - t1) / 1e3 / k;
+	*t_close = (double) (t4 - t3) / 1e3 / k;
 	return 0;
+}
+
+static double median3(double *v, int k)
+{
+	qsort(v, (size_t) k, sizeof(double), cmp_double);
+	return v[k / 2];
 }
 
 static int objects(void)
 {
 	struct fid_ep **eps = calloc((size_t) n, sizeof(*eps));
 	struct fid_cntr **cs = calloc((size_t) n, sizeof(*cs));
-	double o = 0, b = 0, c = 0;
 	long rss = 0, heap = 0, ep_rss = 0, fds = 0;
-	int rounds = (256 + n - 1) / n;
+	int rounds = 1024 / n < 5 ? 5 : 1024 / n;
+	double *o = calloc((size_t) rounds, sizeof(double)), *b = calloc((size_t) rounds, sizeof(double)),
+	       *c = calloc((size_t) rounds, sizeof(double)), x, y, z;
 	if (open_domain())
 		return -1;
-	if (objects_round(1, eps, cs, &o, &b, &c, NULL, NULL, NULL, NULL)) /* warm-up */
+	if (objects_round(1, eps, cs, &x, &y, &z, NULL, NULL, NULL, NULL)) /* warm-up */
 		return -1;
-	o = b = c = 0;
 	for (int r = 0; r < rounds; r++)
-		if (objects_round(n, eps, cs, &o, &b, &c, r ? NULL : &rss, &heap, &ep_rss, &fds))
+		if (objects_round(n, eps, cs, &o[r], &b[r], &c[r], r ? NULL : &rss, &heap, &ep_rss, &fds))
 			return -1;
-	double per = (double) rounds * n;
-	printf("objects n=%d bound=%d rounds=%d open_us %.3f bind_us %.3f close_us %.3f rss_b %.0f heap_b %.0f ep_rss_b %.0f fds %.2f\n",
-	       n, bound, rounds, o / per, b / per, c / per, (double) rss / n, (double) heap / n,
-	       (double) ep_rss, (double) fds / n);
+	double first = o[0];
+	printf("objects n=%d bound=%d rounds=%d open_us %.3f bind_us %.3f close_us %.3f rss_b %.0f heap_b %.0f ep_rss_b %.0f fds %.2f first_open_us %.3f\n",
+	       n, bound, rounds, median3(o, rounds), median3(b, rounds), median3(c, rounds),
+	       (double) rss / n, (double) heap / n, (double) ep_rss, (double) fds / n, first);
 	fi_close(&domain->fid);
 	fi_close(&fabric->fid);
 	return 0;
@@ -237,6 +250,7 @@ static struct fid_av *av;
 static struct fid_cntr **cntrs; /* one per waiter */
 static struct waiter *ws;
 static int nw, nep;             /* waiters, endpoints */
+static int one_cntr;            /* endpoints mode: every endpoint on one counter */
 static char *rxbufs;            /* nep * per_ep messages */
 static int per_ep;
 static struct fid_mr *rxmr;
@@ -336,8 +350,12 @@ static int receiver_setup(void)
 		TRY(fi_ep_bind(eps[i], &av->fid, 0), "fi_ep_bind(av)");
 		TRY(fi_ep_bind(eps[i], &cqs[i]->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION),
 		    "fi_ep_bind(cq)");
-		TRY(fi_ep_bind(eps[i], &cntrs[nw == nep ? i : 0]->fid, FI_RECV), "fi_ep_bind(cntr)");
-		TRY(fi_enable(eps[i]), "fi_enable");
+		TRY(fi_ep_bind(eps[i], &cntrs[one_cntr ? 0 : i]->fid, FI_RECV), "fi_ep_bind(cntr)");
+		int ret = fi_enable(eps[i]);
+		if (ret) {
+			printf("error fi_enable=%d(%s) at endpoint %d\n", ret, fi_strerror(-ret), i + 1);
+			return -1;
+		}
 		for (int j = 0; j < per_ep; j++) {
 			size_t slot = (size_t) i * per_ep + j;
 			TRY(fi_recv(eps[i], rxbufs + slot * MSG_SIZE, MSG_SIZE, desc, FI_ADDR_UNSPEC,
@@ -368,7 +386,7 @@ static int median_cmp_long(const void *a, const void *b)
 /* target: the endpoint the sample's message goes to; its waiter index */
 static int waiter_of(int ep)
 {
-	return nw == nep ? ep : 0;
+	return one_cntr ? 0 : ep;
 }
 
 static int all_waiting(void)
@@ -417,7 +435,7 @@ static int receiver(void)
 	for (int i = 0; i < nw; i++)
 		if (await_returns(i, 1, 20000))
 			return printf("noresult warm-up: waiter %d never returned\n", i), -1;
-	if (nw != nep) { /* one counter: until its waiter has seen all nep warm-up messages */
+	if (one_cntr) { /* one counter: until its waiter has seen all nep warm-up messages */
 		uint64_t end = now_ns() + 20000000000ull;
 		while (ws[0].value < (uint64_t) nep && now_ns() < end)
 			sleep_ms(1);
@@ -490,7 +508,7 @@ static int receiver(void)
 		fi_cntr_add(cntrs[i], 1);
 	for (int i = 0; i < nw; i++)
 		pthread_join(ws[i].thread, NULL);
-	if (nw != nep) {
+	if (one_cntr) {
 		double batch[5];
 		for (int b = 0; b < 5; b++) {
 			volatile uint64_t sink = 0;
@@ -643,7 +661,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "waiters"))
 		nw = nep = n;
 	else if (!strcmp(mode, "endpoints"))
-		nw = 1, nep = n;
+		nw = 1, nep = n, one_cntr = 1;
 	else
 		return fprintf(stderr, "mode: objects, waiters or endpoints\n"), 2;
 	int sv[2];
@@ -660,9 +678,14 @@ int main(int argc, char **argv)
 		_exit(r ? 1 : 0);
 	}
 	int r = receiver();
-	if (r)
-		kill(child, SIGKILL);
 	int st;
+	if (r) {
+		if (waitpid(child, &st, WNOHANG) == child)
+			printf("sender exited: %s %d\n", WIFSIGNALED(st) ? "signal" : "status",
+			       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+		else
+			kill(child, SIGKILL);
+	}
 	waitpid(child, &st, 0);
 	/* the waiters may still sit in the provider after an error: leave without tearing down */
 	_exit(0);
