@@ -45,6 +45,14 @@ pub fn feed_of<'a>(cntr: &'a dyn AnyCntr, home: &CoreHome) -> Result<&'a dyn Fee
 /// Opens the core counter that stands for a counter of `core`, on the wait set its waiters
 /// will sleep on.
 fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed>, c_int> {
+    // An FI_WAIT_FD counter hands the progress fd to the application's poll() (its epoll
+    // set), with no rscntr thread: it keeps the shared progress fd.
+    if core.plan == Plan::ProgressFd
+        && request.wait_fd.is_none()
+        && let Some(feed) = open_core_cntr_with_fd(core, request)?
+    {
+        return Ok(feed);
+    }
     let mut blocker =
         core_wait::counter_blocker(core.plan, core.fabric, || core.progress_blocker());
     let shared = core.plan == Plan::ProgressFd;
@@ -62,6 +70,45 @@ fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed
         },
         None => open_core_cntr_on(core, request, std::ptr::null_mut())?,
     };
+    Ok(new_feed(core, request, out, blocker, shared))
+}
+
+/// tcp: the core counter opened with a wait fd of its own (which holds the domain's progress
+/// fd and is signalled by every count the core makes into it, in whichever thread runs the
+/// progress), waiters sleeping in the core counter's own `fi_cntr_wait`. Sleeping on the shared
+/// progress fd alone lost wakeups when another thread's progress drained the socket and
+/// counted: bench/growth.c found a waiter among 4 to 64 asleep until its 50 ms re-check.
+/// None when the core refuses (the caller then uses the shared progress fd).
+fn open_core_cntr_with_fd(
+    core: &CoreHome,
+    request: &FeedRequest,
+) -> Result<Option<Box<CoreFeed>>, c_int> {
+    match open_core_cntr_on(core, request, Wait::Fd) {
+        Ok(out) => Ok(Some(new_feed(
+            core,
+            request,
+            out,
+            CoreBlocker::Cntr(core_wait::CntrWaitBlocker::for_util_counter()),
+            false,
+        ))),
+        Err(e) => {
+            fi_info!(
+                Cntr,
+                "the core cannot open a counter with a wait fd ({e}); waits sleep on the progress fd"
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The feed of a core counter just opened, sleeping on `blocker`.
+fn new_feed(
+    core: &CoreHome,
+    request: &FeedRequest,
+    out: *mut ofi::fid_cntr,
+    blocker: CoreBlocker,
+    shared: bool,
+) -> Box<CoreFeed> {
     let mut fd_exported = false;
     if let (Some(ep), CoreBlocker::Fd(b)) = (request.wait_fd, &blocker) {
         match epoll_add(ep, b.fd()) {
@@ -96,23 +143,41 @@ fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed
         // progress under auto progress.
         unsafe { b.watch_counter(out, &feed.bias) };
     }
-    Ok(feed)
+    feed
 }
 
-/// Opens the core counter, with FI_PEER if the core takes it, on `set` unless NULL.
+/// The wait object a core counter is opened with.
+enum Wait {
+    None,
+    Set(*mut ofi::fid_wait),
+    Fd,
+}
+
+impl From<*mut ofi::fid_wait> for Wait {
+    fn from(set: *mut ofi::fid_wait) -> Wait {
+        if set.is_null() {
+            Wait::None
+        } else {
+            Wait::Set(set)
+        }
+    }
+}
+
+/// Opens the core counter, with FI_PEER if the core takes it, with the wait object `wait`.
 fn open_core_cntr_on(
     core: &CoreHome,
     request: &FeedRequest,
-    set: *mut ofi::fid_wait,
+    wait: impl Into<Wait>,
 ) -> Result<*mut ofi::fid_cntr, c_int> {
+    let (wait_obj, wait_set) = match wait.into() {
+        Wait::None => (ofi::fi_wait_obj_FI_WAIT_NONE, std::ptr::null_mut()),
+        Wait::Set(set) => (ofi::fi_wait_obj_FI_WAIT_SET, set),
+        Wait::Fd => (ofi::fi_wait_obj_FI_WAIT_FD, std::ptr::null_mut()),
+    };
     let mut attr = ofi::fi_cntr_attr {
         events: request.events,
-        wait_obj: if set.is_null() {
-            ofi::fi_wait_obj_FI_WAIT_NONE
-        } else {
-            ofi::fi_wait_obj_FI_WAIT_SET
-        },
-        wait_set: set,
+        wait_obj,
+        wait_set,
         flags: 0,
     };
     let mut ctx = peer_sys::fi_peer_cntr_context {
@@ -127,7 +192,9 @@ fn open_core_cntr_on(
             .unwrap_or_else(|| unsafe { (core.cntr_open)(core.domain, attr, &mut out, context) });
         ffi::wrote(ret, !out.is_null()).map(|()| out)
     };
-    if core.peer {
+    // tcp counts in its own counter whatever the flag, and its peer counters have no wait fd:
+    // a counter with a wait fd of its own is opened without.
+    if core.peer && wait_obj != ofi::fi_wait_obj_FI_WAIT_FD {
         attr.flags = ofi::FI_PEER;
         let peer = (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast();
         match open(&mut attr, peer) {

@@ -288,6 +288,11 @@ pub struct CntrWaitBlocker {
     /// sockets' wait returns -FI_EAVAIL at once, for ever, after its first error: from then on
     /// waits sleep [`AFTER_ERROR`] between pulls.
     errored: AtomicBool,
+    /// The core's wait returns -FI_EAVAIL for ever after an error (sockets'), rather than for
+    /// an error counted during that wait (util counters': tcp's).
+    errors_stick: bool,
+    /// A thread of the core's own counts (sockets' progress thread): waiters block at once.
+    core_thread_counts: bool,
 }
 
 /// The longest sleep of a wait on a sockets counter that has had an error (see
@@ -306,11 +311,22 @@ impl Default for CntrWaitBlocker {
             cntr: Default::default(),
             bias: Default::default(),
             errored: AtomicBool::new(false),
+            errors_stick: true,
+            core_thread_counts: true,
         }
     }
 }
 
 impl CntrWaitBlocker {
+    /// For a util counter (tcp's), whose wait reports only the errors counted during it.
+    pub fn for_util_counter() -> Self {
+        CntrWaitBlocker {
+            errors_stick: false,
+            core_thread_counts: false,
+            ..Default::default()
+        }
+    }
+
     /// The core counter to sleep in, and where the rscntr counter keeps the bias.
     ///
     /// # Safety
@@ -356,7 +372,7 @@ impl Blocker for CntrWaitBlocker {
             l.as_micros().div_ceil(1000).min(i32::MAX as u128) as c_int
         });
         // SAFETY: the core's own wait on its own counter.
-        if unsafe { wait(c, token.0.wrapping_add(1), ms) } == err::EAVAIL {
+        if unsafe { wait(c, token.0.wrapping_add(1), ms) } == err::EAVAIL && self.errors_stick {
             fi_info!(
                 Cntr,
                 "the core's counter reports an error on every wait from now on; waits on it poll every {AFTER_ERROR:?}"
@@ -381,8 +397,9 @@ impl Blocker for CntrWaitBlocker {
     }
 
     fn worth_spinning(&self) -> bool {
-        // sockets' progress thread counts; spinning here would take its CPU.
-        false
+        // sockets' progress thread counts; spinning here would take its CPU. Over tcp the
+        // waiter's own pulls run the progress, as before it sleeps on the progress fd.
+        !self.core_thread_counts
     }
 }
 
