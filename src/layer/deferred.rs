@@ -509,6 +509,24 @@ impl CqFilter {
         count: usize,
         src: *mut ofi::fi_addr_t,
     ) -> isize {
+        // SAFETY: the caller's contract.
+        unsafe { self.read_core_until(st, buf, count, src, true) }
+    }
+
+    /// [`CqFilter::read_core`]; `until_kept`: read again while the core's entries were all
+    /// rscntr's (an application's read must not answer 0 for entries it never sees), else
+    /// return 0 then (rscntr's own reads: one progress call each).
+    ///
+    /// # Safety
+    /// As [`CqFilter::read_core`].
+    unsafe fn read_core_until(
+        &self,
+        st: &mut Stash,
+        buf: *mut u8,
+        count: usize,
+        src: *mut ofi::fi_addr_t,
+        until_kept: bool,
+    ) -> isize {
         // The core's entries are larger than the application's: read them apart (on the
         // stack for the few a poll reads, as a remote-access counter's does).
         let mut small = [0u64; SMALL_READ / 8];
@@ -555,7 +573,7 @@ impl CqFilter {
                     };
                 }
             }
-            if kept > 0 {
+            if kept > 0 || !until_kept {
                 return kept as isize;
             }
         }
@@ -792,7 +810,7 @@ impl CqFilter {
             std::ptr::null_mut()
         };
         // SAFETY: room for N entries and addresses.
-        let n = unsafe { self.read_core(&mut st, buf.as_mut_ptr(), N, srcp) };
+        let n = unsafe { self.read_core_until(&mut st, buf.as_mut_ptr(), N, srcp, false) };
         for i in 0..n.max(0) as usize {
             let e = buf[i * self.entry..(i + 1) * self.entry].to_vec();
             st.entries
