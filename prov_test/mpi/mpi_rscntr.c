@@ -6,7 +6,10 @@
  * Any even number of ranks: each pairs with the rank half the world away (with 2 ranks, the
  * other one; with 2 hosts x 2 ranks placed in blocks, a rank on the other host), and every
  * rank accumulates into rank 0. With RSCNTR_MPI_WHERE set, each rank first prints
- * "rank R of N on HOST" (MPI_Get_processor_name).
+ * "rank R of N on HOST" (MPI_Get_processor_name). An optional argument, a count of iterations
+ * (default 1), repeats everything from the send/recv to the window's free that many times
+ * (prov_test/net/faults.sh: a run long enough to cut a link in); with more than one, rank 0
+ * prints "iteration I" after each (MPI_Barrier first: every rank has finished it).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -29,6 +32,9 @@ int main(int argc, char **argv)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	int peer = (rank + size / 2) % size;
+	int iterations = argc > 1 ? atoi(argv[1]) : 1;
+	if (iterations < 1)
+		iterations = 1;
 	if (getenv("RSCNTR_MPI_WHERE")) {
 		char host[MPI_MAX_PROCESSOR_NAME];
 		int len;
@@ -37,8 +43,9 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 
-	/* eager and rendezvous send/recv, both directions */
 	int *buf = malloc(sizeof(int) * LARGE);
+	for (int it = 0; it < iterations; it++) {
+	/* eager and rendezvous send/recv, both directions */
 	for (int n = SMALL; n <= LARGE; n = (n == SMALL) ? LARGE : LARGE + 1) {
 		for (int dir = 0; dir < 2; dir++) {
 			/* dir 0: the lower half sends to its peer, dir 1 the upper half */
@@ -59,7 +66,6 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	free(buf);
 
 	/* one-sided: fence put/get */
 	int *base;
@@ -105,6 +111,15 @@ int main(int argc, char **argv)
 		MPI_Win_unlock(0, win);
 	}
 	MPI_Win_free(&win);
+	if (iterations > 1) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (rank == 0) {
+			printf("iteration %d\n", it + 1);
+			fflush(stdout);
+		}
+	}
+	}
+	free(buf);
 
 	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_Allreduce(&errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -13,13 +13,19 @@
  *       each timed-out wait lets one more send go (an application that keeps sending).
  *       mode "clean": every send must complete, no error, no -FI_EAVAIL.
  *       mode "cut": the link goes down during the run (the script cuts it after the client
- *       prints "client: progress"); the client must then see the sends complete in error
+ *       prints "client: progress", at a tenth of count or 20000 completions); the client must then see the sends complete in error
  *       (error entries on the CQ, each counted: readerr = their number, > 0), its waits
  *       return -FI_ETIMEDOUT or -FI_EAVAIL, and it stops once errors showed, within a
  *       deadline: nothing hangs. With RSCNTR_CORE_SKIPS_FLUSHED set (the tcp core: see
  *       below) readerr may count fewer than the CQ shows, never more.
  * Every wait has a timeout; a watchdog (alarm) turns a hang into exit code 3. Exit 0 on
  * success, 1 on a failed check.
+ *
+ * Each fi_cntr_wait is timed: both sides print how many waits there were, the longest one and
+ * how many took longer than their timeout plus LINK_PEER_SLACK_MS (50); with
+ * LINK_PEER_CHECK_WAITS set a late wait, or a -FI_ETIMEDOUT before the timeout, is a failed
+ * check (prov_test/net/faults.sh). LINK_PEER_DEADLINE_S (90) bounds a cut run. The
+ * provider asked for is LINK_PEER_PROV (default rscntr): faults.sh runs the core directly too.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -32,7 +38,8 @@
 
 #define SIZE 64
 #define WINDOW 8
-#define CUT_DEADLINE_MS 90000.0
+static double cut_deadline_ms = 90000.0; /* LINK_PEER_DEADLINE_S */
+#define WAIT_MS 500
 
 static struct fi_info *info;
 static struct fid_fabric *fabric;
@@ -42,6 +49,43 @@ static struct fid_cq *cq;
 static struct fid_ep *ep;
 static struct fid_cntr *cntr;
 static char buf[WINDOW][SIZE];
+
+/* every fi_cntr_wait, timed against its timeout */
+static uint64_t waits, late_waits, early_timeouts, met_at_timeout;
+static double longest_wait_ms, slack_ms = 50;
+
+static int timed_wait(uint64_t threshold)
+{
+	double t0 = now_ms();
+	int ret = fi_cntr_wait(cntr, threshold, WAIT_MS);
+	double d = now_ms() - t0;
+	waits++;
+	if (d > longest_wait_ms)
+		longest_wait_ms = d;
+	if (d > WAIT_MS + slack_ms)
+		late_waits++;
+	if (ret == -FI_ETIMEDOUT && d < WAIT_MS - 1)
+		early_timeouts++;
+	/* the threshold met when a wait timed out: a wake-up missed, or a completion only the
+	 * read's own progress made (a core with manual progress), or one just in time */
+	if (ret == -FI_ETIMEDOUT && fi_cntr_read(cntr) >= threshold)
+		met_at_timeout++;
+	return ret;
+}
+
+static void check_waits(const char *who)
+{
+	printf("%s: %lu waits (timeout %d ms), longest %.1f ms, %lu -FI_ETIMEDOUT with the threshold met after, "
+	       "%lu -FI_ETIMEDOUT early, %lu past the timeout + %.0f ms\n",
+	       who, (unsigned long) waits, WAIT_MS, longest_wait_ms, (unsigned long) met_at_timeout,
+	       (unsigned long) early_timeouts, (unsigned long) late_waits, slack_ms);
+	if (getenv("LINK_PEER_CHECK_WAITS")) {
+		CHECK(late_waits == 0, "%lu waits slept past their timeout + %.0f ms (longest %.1f ms)",
+		      (unsigned long) late_waits, slack_ms, longest_wait_ms);
+		CHECK(early_timeouts == 0, "%lu waits returned -FI_ETIMEDOUT before their timeout",
+		      (unsigned long) early_timeouts);
+	}
+}
 
 static void on_alarm(int sig)
 {
@@ -55,7 +99,8 @@ static void on_alarm(int sig)
 static int setup(const char *node, const char *port, int server)
 {
 	struct fi_info *hints = fi_allocinfo();
-	hints->fabric_attr->prov_name = strdup("rscntr");
+	const char *prov = getenv("LINK_PEER_PROV");
+	hints->fabric_attr->prov_name = strdup(prov && *prov ? prov : "rscntr");
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -66,8 +111,10 @@ static int setup(const char *node, const char *port, int server)
 	CHECK_RET(ret, 0);
 	if (ret)
 		return ret;
-	printf("%s: %s over %s, fabric %s\n", server ? "server" : "client",
-	       info->fabric_attr->prov_name, getenv("FI_RSCNTR_CORE"), info->fabric_attr->name);
+	const char *core = getenv("FI_RSCNTR_CORE");
+	printf("%s: %s over %s, fabric %s\n", server ? "server" : "client", info->fabric_attr->prov_name,
+	       strcmp(info->fabric_attr->prov_name, "rscntr") ? "nothing (the core directly)" : core ? core : "the default core",
+	       info->fabric_attr->name);
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 4 };
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 256 };
 	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
@@ -124,7 +171,7 @@ static int server(const char *node, const char *port, int idle_s)
 	printf("server: ready\n");
 	fflush(stdout);
 	for (;;) {
-		int ret = fi_cntr_wait(cntr, got + 1, 500);
+		int ret = timed_wait(got + 1);
 		if (ret == 0) {
 			uint64_t now = fi_cntr_read(cntr);
 			for (; got < now; got++, posted++)
@@ -148,9 +195,19 @@ static int server(const char *node, const char *port, int idle_s)
 	       (unsigned long) got, (unsigned long) timeouts, (unsigned long) eavail,
 	       (unsigned long) fi_cntr_readerr(cntr), cq_errs);
 	CHECK(got > 0, "received nothing");
+	check_waits("server");
 	/* the posted receives are cancelled by the close */
 	teardown();
 	return finish("server");
+}
+
+/* now_ms(), and the wall clock printed: the script measures from the moment it cut the link */
+static double first_error_seen(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	printf("client: first error seen at %ld.%09ld\n", (long) ts.tv_sec, ts.tv_nsec);
+	return now_ms();
 }
 
 static int client(const char *node, const char *port, uint64_t count, int cut)
@@ -179,7 +236,7 @@ static int client(const char *node, const char *port, uint64_t count, int cut)
 			}
 			sent++;
 		}
-		if (!progress_said && done >= count / 10) {
+		if (!progress_said && (done >= count / 10 || done >= 20000)) {
 			printf("client: progress %lu\n", (unsigned long) done);
 			fflush(stdout);
 			progress_said = 1;
@@ -187,7 +244,7 @@ static int client(const char *node, const char *port, uint64_t count, int cut)
 		if (done + errs >= count)
 			break;
 		uint64_t target = done + 1;
-		int ret = fi_cntr_wait(cntr, target, 500);
+		int ret = timed_wait(target);
 		if (ret == -FI_ETIMEDOUT) {
 			timeouts++;
 			/* An application keeps sending: one more in flight per stalled wait. Only a
@@ -198,18 +255,18 @@ static int client(const char *node, const char *port, uint64_t count, int cut)
 		else if (ret == -FI_EAVAIL) {
 			eavail++;
 			if (!t_first_err)
-				t_first_err = now_ms();
+				t_first_err = first_error_seen();
 		} else
 			CHECK(ret == 0, "fi_cntr_wait returned %d", ret);
 		if (cut) {
 			/* once errors are counted, give the rest of the window a moment to fail,
 			 * then stop: the connection is gone */
 			if ((fi_cntr_readerr(cntr) > 0 || post_errors) && !t_first_err)
-				t_first_err = now_ms();
+				t_first_err = first_error_seen();
 			if (t_first_err && now_ms() - t_first_err > 2000)
 				break;
-			if (now_ms() - start > CUT_DEADLINE_MS) {
-				CHECK(0, "no error within %.0f s of a cut link", CUT_DEADLINE_MS / 1000);
+			if (now_ms() - start > cut_deadline_ms) {
+				CHECK(0, "no error within %.0f s of a cut link", cut_deadline_ms / 1000);
 				break;
 			}
 		}
@@ -222,6 +279,7 @@ static int client(const char *node, const char *port, uint64_t count, int cut)
 	       (unsigned long) sent, (unsigned long) done, (unsigned long) errs, cq_errs,
 	       cq_errs ? fi_strerror(first_err) : "-", (unsigned long) timeouts,
 	       (unsigned long) eavail, (unsigned long) post_errors, (now_ms() - start) / 1000);
+	check_waits("client");
 	if (cut) {
 		CHECK(cq_errs > 0, "a cut link left no CQ error entries");
 		if (getenv("RSCNTR_CORE_SKIPS_FLUSHED")) {
@@ -250,6 +308,12 @@ static int client(const char *node, const char *port, uint64_t count, int cut)
 int main(int argc, char **argv)
 {
 	signal(SIGALRM, on_alarm);
+	const char *slack = getenv("LINK_PEER_SLACK_MS");
+	if (slack && *slack)
+		slack_ms = atof(slack);
+	const char *deadline = getenv("LINK_PEER_DEADLINE_S");
+	if (deadline && *deadline)
+		cut_deadline_ms = atof(deadline) * 1000;
 	alarm(150);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 5 && !strcmp(argv[1], "server"))
