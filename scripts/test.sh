@@ -556,6 +556,8 @@ step "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets
 step "MPICH over rscntr(tcp;ofi_rxm), FI_PROVIDER=rscntr, patched libfabric 2.5.1" mpich_over_layering
 step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh): rscntr passes where the core passes (tcp, sockets)" \
     timeout 300 prov_test/net/cross_host.sh
+step "faults mid-run across two hosts, the core directly beside rscntr (2 s flap under MPI, a lost host, waits with the link cut, 5 % loss)" \
+    timeout 300 prov_test/net/faults.sh
 step "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
 step "SOS start-up over rscntr(sockets), default build: rscntr serving, counters bound" \
     sos startup.sh default sockets
