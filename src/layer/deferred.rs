@@ -89,8 +89,7 @@ pub struct Target<'a> {
     /// rscntr's own operation (a notification of a remote access, `rma_ep.rs`): the
     /// endpoint's counters are moved back before the core counts it rather than after (they
     /// may show one less meanwhile, never one more, which an application waiting for its own
-    /// operations could take for a completion), and the watcher does not read for it: the
-    /// posting thread and the application's reads take its completion.
+    /// operations could take for a completion).
     pub own: bool,
 }
 
@@ -260,7 +259,7 @@ impl Deferred {
         let app_context = op.set_context(key as *mut c_void);
         self.outstanding.lock().insert(key, rec);
         self.live.fetch_add(1, Ordering::AcqRel);
-        for &f in ep.filters.iter().filter(|_| !ep.own) {
+        for &f in &ep.filters {
             // SAFETY: the filters live until the domain closes, which cannot happen while
             // this is outstanding; the watcher reads them through their CQs.
             unsafe { watcher::watch(f as usize, watcher::target_of(&*f)) };
@@ -671,6 +670,13 @@ impl CqFilter {
         };
         st.errs.push_back((e, data));
         false
+    }
+
+    /// Keeps rscntr's own reads of this CQ out until the guard drops (an endpoint bound to it
+    /// closes meanwhile: rxm's progress through the CQ walks its endpoints, and crashed in
+    /// one being closed while rscntr's watcher read the CQ).
+    pub fn pause(&self) -> impl Drop + '_ {
+        self.stash()
     }
 
     /// Drives the core's progress on this CQ without reading an entry.

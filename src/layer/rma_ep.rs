@@ -183,8 +183,8 @@ impl RmaEp {
         target.core = &core;
         target.own = true;
         if t.deferred() >= DRAIN_AT {
-            // Nothing else reads for notifications (see Target::own): the posting thread
-            // takes their completions before the core's CQ fills up with them.
+            // Beside the watcher, the posting thread takes their completions before the
+            // core's CQ fills up with them.
             t.settle_deferred(Duration::ZERO);
         }
         let deadline = Instant::now() + Duration::from_secs(1);

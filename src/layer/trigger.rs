@@ -163,18 +163,19 @@ impl TriggerEp {
     }
 
     /// Reads the endpoint's CQs (taking out rscntr's completions) until no deferred
-    /// operation of the endpoint is outstanding, for at most `limit`.
+    /// operation of the endpoint is outstanding, once at least and for at most `limit`.
     pub fn settle_deferred(&self, limit: std::time::Duration) {
         let t0 = std::time::Instant::now();
-        while self.deferred() != 0 && t0.elapsed() < limit {
+        loop {
             let filters: Vec<*mut CqFilter> = self.cqs.lock().iter().map(|(f, _)| *f).collect();
             for f in filters {
                 // SAFETY: the filters live until the domain closes, after this endpoint.
                 unsafe { (*f).fill() };
             }
-            if self.deferred() != 0 {
-                std::thread::sleep(std::time::Duration::from_micros(50));
+            if self.deferred() == 0 || t0.elapsed() >= limit {
+                return;
             }
+            std::thread::sleep(std::time::Duration::from_micros(50));
         }
     }
 
@@ -213,6 +214,14 @@ impl TriggerEp {
             refs: &self.deferred,
             own: false,
         }
+    }
+
+    /// The filters of the endpoint's CQs, each once.
+    pub fn filters(&self) -> Vec<*mut CqFilter> {
+        let mut v: Vec<*mut CqFilter> = self.cqs.lock().iter().map(|(f, _)| *f).collect();
+        v.sort();
+        v.dedup();
+        v
     }
 
     /// The filter of the CQ bound for transmits, if any.
