@@ -514,15 +514,14 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         // An MR whose remote accesses rscntr counts: its key, to forget it once closed.
         // SAFETY: a readable fid; an MR's fid begins its fid_mr.
         let mr_key = unsafe { ((*fid).fclass == ofi::FI_CLASS_MR as usize).then(|| (*fid.cast::<ofi::fid_mr>()).key) };
-        // rscntr's own reads of the endpoint's CQs (its watcher's) wait while the core closes
-        // it: the core's CQ progress walks the endpoints bound to the CQ.
-        // SAFETY: as above; the filters live until the domain closes.
-        let filters = unsafe { (*b).trigger.as_ref() }.map(|t| t.filters()).unwrap_or_default();
-        // SAFETY: as above.
-        let paused: Vec<_> = filters.iter().map(|f| unsafe { (**f).pause() }).collect();
+        // rscntr's own progress-driving reads wait while the core closes an endpoint (see
+        // Deferred::closing).
+        // SAFETY: the home outlives its objects.
+        let home = unsafe { &*(*b).home };
+        let closing = unsafe { (*b).ep_ops.is_some() }.then(|| home.deferred.closing.write());
         // SAFETY: the Binder of `fid`; nothing reaches it once the core closed the object.
         let closed = unsafe { close_through_core(fid, b, (*b).orig_fi_ops) };
-        drop(paused);
+        drop(closing);
         let b = match closed {
             Ok(b) => b,
             Err(e) => return e,

@@ -106,6 +106,12 @@ pub struct Deferred {
     /// Set when the domain's remote accesses are counted by rscntr: every CQ bound to one of
     /// its endpoints is read through a filter, which takes them out.
     notes: std::sync::OnceLock<Notes>,
+    /// Held for writing while the core closes one of the domain's endpoints; rscntr's reads
+    /// that drive the core's progress (its filters', its counters' pulls) hold it for reading:
+    /// a core's progress walks the endpoints bound to a CQ or counter, and rxm's crashed in an
+    /// endpoint being closed while rscntr's watcher drove it (fi_rdm_rma_trigger over
+    /// rscntr(tcp;ofi_rxm), SOS's shmem_ctx).
+    pub closing: parking_lot::RwLock<()>,
 }
 
 // SAFETY: the raw pointers are counters held by the records, the records' endpoints (which
@@ -672,13 +678,6 @@ impl CqFilter {
         false
     }
 
-    /// Keeps rscntr's own reads of this CQ out until the guard drops (an endpoint bound to it
-    /// closes meanwhile: rxm's progress through the CQ walks its endpoints, and crashed in
-    /// one being closed while rscntr's watcher read the CQ).
-    pub fn pause(&self) -> impl Drop + '_ {
-        self.stash()
-    }
-
     /// Drives the core's progress on this CQ without reading an entry.
     pub fn progress(&self) {
         // SAFETY: the core's own read of no entries (util CQs run their progress).
@@ -794,6 +793,7 @@ impl CqFilter {
     /// The watcher's read (and a remote-access counter's, `rma_event.rs`): the application's
     /// entries go to the stash.
     pub fn fill(&self) {
+        let _open = self.deferred().closing.read_recursive();
         let mut st = self.stash();
         if self.closed.load(Ordering::Acquire) {
             return;

@@ -33,7 +33,16 @@ pub struct CoreFeed {
     fd_exported: bool,
     plan: Plan,
     watcher_may_progress: bool,
+    /// The domain's lock against driving an endpoint the core is closing (the home's, which
+    /// outlives its counters).
+    closing: *const parking_lot::RwLock<()>,
 }
+
+// SAFETY: the raw pointers are the core counter (closed only through the feed), and the home's
+// lock, which outlives the feed and is Sync.
+unsafe impl Send for CoreFeed {}
+// SAFETY: as above.
+unsafe impl Sync for CoreFeed {}
 
 /// The feed of `cntr`, a counter of `home`: opened at its first bind, shared by the later ones.
 pub fn feed_of<'a>(cntr: &'a dyn AnyCntr, home: &CoreHome) -> Result<&'a dyn Feed, c_int> {
@@ -136,6 +145,7 @@ fn new_feed(
         fd_exported,
         plan: core.plan,
         watcher_may_progress: core.watcher_may_progress,
+        closing: &core.deferred.closing,
     });
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
@@ -242,6 +252,8 @@ impl Feed for CoreFeed {
     /// about to sleep must see every completion the progress took off the wire (nothing will
     /// make the core's fd readable for it again), and completions are what it waits for.
     fn sync(&self, tally: &dyn Tally, errors_too: bool) {
+        // SAFETY: the domain's home outlives its counters.
+        let _open = unsafe { &*self.closing }.read_recursive();
         let core = self.core_cntr.load(Ordering::Acquire);
         if core.is_null() || self.unenabled.load(Ordering::Acquire) != 0 {
             return;

@@ -216,14 +216,6 @@ impl TriggerEp {
         }
     }
 
-    /// The filters of the endpoint's CQs, each once.
-    pub fn filters(&self) -> Vec<*mut CqFilter> {
-        let mut v: Vec<*mut CqFilter> = self.cqs.lock().iter().map(|(f, _)| *f).collect();
-        v.sort();
-        v.dedup();
-        v
-    }
-
     /// The filter of the CQ bound for transmits, if any.
     pub fn transmit_filter(&self) -> Option<*mut CqFilter> {
         self.filter_for(ofi::FI_TRANSMIT)
