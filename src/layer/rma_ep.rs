@@ -17,7 +17,7 @@
 use super::deferred::Deferred;
 use super::op::{CoreOps, Op};
 use super::rma_event::{Kind, encode};
-use super::trigger::TriggerEp;
+use super::trigger::{TriggerEp, copy_table, ours_where_the_core_has};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
 use crate::{fi_warn, ofi};
@@ -52,15 +52,6 @@ unsafe impl Send for RmaEp {}
 // SAFETY: as above.
 unsafe impl Sync for RmaEp {}
 
-/// Copies `orig` (NULL: an all-None table) into a table of rscntr's.
-///
-/// # Safety
-/// `orig` is NULL or a valid table.
-unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
-    // SAFETY: caller's contract.
-    unsafe { orig.as_ref() }.copied().unwrap_or_default()
-}
-
 impl RmaEp {
     /// Gives `ep` rscntr's rma and atomic tables; the record lives until [`RmaEp::free`].
     ///
@@ -81,13 +72,6 @@ impl RmaEp {
                 deferred,
                 trigger: AtomicPtr::new(std::ptr::null_mut()),
             });
-            macro_rules! ours_where_the_core_has {
-                ($($slot:expr => $f:expr),* $(,)?) => {
-                    $(if $slot.is_some() {
-                        $slot = Some($f);
-                    })*
-                };
-            }
             ours_where_the_core_has!(
                 r.rma.write => write,
                 r.rma.writev => writev,
@@ -336,10 +320,15 @@ unsafe extern "C" fn writev(
     context: *mut c_void,
 ) -> isize {
     let r = record_of!(ep, rma);
-    // SAFETY: the application's iovs, `count` of them.
-    let len: usize = unsafe { keys_of(iov, count, |v| v.iov_len as u64) }
-        .iter()
-        .sum::<u64>() as usize;
+    let len: usize = if iov.is_null() {
+        0
+    } else {
+        // SAFETY: the application's iovs, `count` of them.
+        unsafe { std::slice::from_raw_parts(iov, count) }
+            .iter()
+            .map(|v| v.iov_len)
+            .sum()
+    };
     let rma_iov = ofi::fi_rma_iov { addr, len, key };
     let msg = ofi::fi_msg_rma {
         msg_iov: iov,

@@ -69,10 +69,21 @@ unsafe impl Sync for TriggerEp {}
 ///
 /// # Safety
 /// `orig` is NULL or a valid table.
-unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
+pub(super) unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
     // SAFETY: caller's contract.
     unsafe { orig.as_ref() }.copied().unwrap_or_default()
 }
+
+/// Replaces table entries with rscntr's, only where the core has the op: a missing one stays
+/// missing.
+macro_rules! ours_where_the_core_has {
+    ($($slot:expr => $f:expr),* $(,)?) => {
+        $(if $slot.is_some() {
+            $slot = Some($f);
+        })*
+    };
+}
+pub(super) use ours_where_the_core_has;
 
 impl TriggerEp {
     /// Gives a core endpoint opened with FI_TRIGGER rscntr's data tables. The record lives
@@ -106,14 +117,6 @@ impl TriggerEp {
                 cqs: Mutex::new(Vec::new()),
                 below: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             });
-            // Only where the core has the op: a missing one stays missing.
-            macro_rules! ours_where_the_core_has {
-                ($($slot:expr => $f:expr),* $(,)?) => {
-                    $(if $slot.is_some() {
-                        $slot = Some($f);
-                    })*
-                };
-            }
             ours_where_the_core_has!(
                 t.msg.sendmsg => sendmsg,
                 t.msg.recvmsg => recvmsg,
