@@ -4,10 +4,13 @@
 //! implemented by the verbs layer (`crate::verbs`), a core provider that counts for a bound
 //! counter as a [`Source`] implemented by the provider glue, which also maps these types and
 //! errors onto `fid_cntr` and `-FI_E*` values, so the engine can be tested on its own.
+//! Besides counters: the fd watcher thread (`watcher.rs`), the trigger thread (`trigger.rs`)
+//! and the thread that drives domains promised automatic progress (`progress.rs`).
 
 pub mod backoff;
 mod counter;
 mod eventfd;
+pub mod progress;
 pub mod source;
 pub mod store;
 mod sync;

@@ -2,6 +2,7 @@
 //! that feeds it (opened with FI_PEER); every other fid goes to the core unchanged.
 
 use super::alias;
+use super::deferred::CqFilter;
 use super::feed;
 use super::home::CoreHome;
 use super::interpose::close_through_core;
@@ -51,6 +52,9 @@ struct Bound {
     cntrs: Vec<*const dyn AnyCntr>,
     /// MRs count as enabled from the start: a core's counter progress walks endpoints only.
     enabled: bool,
+    /// In a domain rscntr drives (`progress.rs`): the filters of the CQs bound here, told
+    /// when the endpoint is enabled and closed.
+    cqs: Vec<*mut CqFilter>,
 }
 
 /// Does `core` need the application's FI_ENABLE repeated after a shared transmit or receive
@@ -171,6 +175,7 @@ unsafe fn patch_fid(
             bound: Mutex::new(Bound {
                 cntrs: Vec::new(),
                 enabled: !is_ep,
+                cqs: Vec::new(),
             }),
         });
         b.fi_ops.bind = Some(bind);
@@ -438,26 +443,41 @@ unsafe fn bind_core_fid(
     if !(b.reenable_after_shared_ctx && shared) {
         // SAFETY: the core's own bind of a fid rscntr does not own.
         let ret = unsafe { orig_bind(fid, bfid, flags) };
+        if ret != 0 || class != ofi::FI_CLASS_CQ as usize {
+            return ret;
+        }
+        // SAFETY: the home outlives the fids bound in it.
+        let home = unsafe { &*b.home };
         // SAFETY: set at patch, freed only after the core closed the endpoint.
-        if ret == 0
-            && class == ofi::FI_CLASS_CQ as usize
-            && let Some(t) = unsafe { b.trigger.as_ref() }
-        {
+        let trigger = unsafe { b.trigger.as_ref() };
+        let driven = home.auto_progress && b.ep_ops.is_some();
+        if trigger.is_none() && !driven {
+            return 0;
+        }
+        // SAFETY: a CQ of this domain, just bound; the home outlives it.
+        let Some(f) = (unsafe { home.deferred.filter(bfid.cast()) }) else {
+            return 0;
+        };
+        if driven {
+            // rscntr's progress thread drives the CQ once the endpoint is enabled
+            // (`progress.rs`).
+            let mut bound = b.bound.lock();
+            // SAFETY: the domain's filter, live until the domain closes.
+            unsafe { (*f).ep_bound(bound.enabled) };
+            bound.cqs.push(f);
+        }
+        if let Some(t) = trigger {
             // Deferred operations' completions are taken out of it (`deferred.rs`), and
             // notifications of remote accesses (`rma_event.rs`).
-            // SAFETY: a CQ of this domain, just bound; the home outlives it.
-            if let Some(f) = unsafe { (*b.home).deferred.filter(bfid.cast()) } {
-                t.bound_cq(f, flags);
-                // SAFETY: as above.
-                if let Some(rma) = unsafe { &(*b.home).rma } {
-                    let r = rma.add_filter(fid.cast(), f, flags);
-                    if r != 0 {
-                        return r;
-                    }
+            t.bound_cq(f, flags);
+            if let Some(rma) = &home.rma {
+                let r = rma.add_filter(fid.cast(), f, flags);
+                if r != 0 {
+                    return r;
                 }
             }
         }
-        return ret;
+        return 0;
     }
     // Under the lock, which an enable holds across the core's call: either the enable has
     // finished (and is repeated here) or it runs after this bind and enables the context itself.
@@ -538,6 +558,10 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
             // SAFETY: a bound counter cannot close (EBUSY) before this unbind.
             unsafe { (**c).unbound(bound.enabled) };
         }
+        for f in bound.cqs.iter() {
+            // SAFETY: the domain's filters live until it closes, after its endpoints.
+            unsafe { (**f).ep_closed(bound.enabled) };
+        }
         if !b.core_info.is_null() {
             // SAFETY: rscntr's own copy (see patch_ep); the core no longer uses it.
             unsafe { ofi::fi_freeinfo(b.core_info) };
@@ -593,6 +617,10 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
             for c in bound.cntrs.iter() {
                 // SAFETY: a bound counter cannot close (EBUSY) while bound here.
                 unsafe { (**c).binding_enabled() };
+            }
+            for f in bound.cqs.iter() {
+                // SAFETY: the domain's filters live until it closes, after its endpoints.
+                unsafe { (**f).ep_enabled() };
             }
         }
         ret

@@ -184,6 +184,9 @@ impl Deferred {
             fi_ops: unsafe { *(*cq).fid.ops },
             orig_fi_ops: unsafe { (*cq).fid.ops },
             closed: AtomicBool::new(false),
+            eps_pending: AtomicUsize::new(0),
+            eps_live: AtomicUsize::new(0),
+            held: AtomicBool::new(false),
         });
         f.fi_ops.close = Some(cq_close);
         f.ops.size = f.ops.size.min(std::mem::size_of::<ofi::fi_ops_cq>());
@@ -204,6 +207,11 @@ impl Deferred {
         }
         filters.push(f);
         Some(f)
+    }
+
+    /// The domain's filters, which live until [`Deferred::release`].
+    pub fn filters(&self) -> Vec<*mut CqFilter> {
+        self.filters.lock().clone()
     }
 
     /// Frees the filters (the domain is closing: its CQs are closed).
@@ -383,6 +391,14 @@ pub struct CqFilter {
     orig_fi_ops: *const ofi::fi_ops,
     /// Set (under the stash lock) once the core closed the CQ.
     closed: AtomicBool,
+    /// In a domain rscntr drives (`progress.rs`): the endpoints bound to this CQ that are
+    /// not enabled yet, and those that are. A util core's CQ progress walks every endpoint
+    /// bound to the CQ, and shm's crashes in one not enabled yet: rscntr drives the CQ only
+    /// while every endpoint bound to it is enabled.
+    eps_pending: AtomicUsize,
+    eps_live: AtomicUsize,
+    /// The CQ held entries at rscntr's last drive (a new entry is something new).
+    held: AtomicBool,
 }
 
 // SAFETY: the CQ and its table are the core's; the domain's Deferred outlives the filter.
@@ -686,6 +702,52 @@ impl CqFilter {
                 .read
                 .map_or(0, |f| f(self.cq, std::ptr::null_mut(), 0))
         });
+    }
+
+    /// An endpoint was bound to this CQ (`enabled`: it already is).
+    pub fn ep_bound(&self, enabled: bool) {
+        let n = if enabled { &self.eps_live } else { &self.eps_pending };
+        n.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// An endpoint bound to this CQ was enabled.
+    pub fn ep_enabled(&self) {
+        self.eps_live.fetch_add(1, Ordering::AcqRel);
+        self.eps_pending.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// An endpoint bound to this CQ was closed (by the core, which unbound it).
+    pub fn ep_closed(&self, enabled: bool) {
+        let n = if enabled { &self.eps_live } else { &self.eps_pending };
+        n.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// rscntr's own progress for a domain promised automatic progress (`progress.rs`): one
+    /// progress call on this CQ, reading no entry, while the CQ is open and every endpoint
+    /// bound to it is enabled. True when the CQ came to hold entries since the last one.
+    pub fn drive(&self) -> bool {
+        if self.eps_pending.load(Ordering::Acquire) != 0
+            || self.eps_live.load(Ordering::Acquire) == 0
+        {
+            return false;
+        }
+        // The core closes no endpoint meanwhile (Deferred::closing), and the CQ stays open
+        // while the stash is held (cq_close).
+        let _open = self.deferred().closing.read_recursive();
+        let st = self.stash.lock();
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        // SAFETY: the core's own read of no entries: util CQs run their progress, and
+        // answer 0 or -FI_EAVAIL while they hold entries, -FI_EAGAIN while empty.
+        let n = self.core(|inner| unsafe {
+            inner
+                .read
+                .map_or(err::EAGAIN as isize, |f| f(self.cq, std::ptr::null_mut(), 0))
+        });
+        drop(st);
+        let holds = n >= 0 || n == err::EAVAIL as isize;
+        !self.held.swap(holds, Ordering::AcqRel) && holds
     }
 
     /// Queues an error entry of rscntr's own for the application (a cancelled operation).

@@ -5,6 +5,7 @@ use super::bind;
 use super::deferred::Notifications;
 use super::home::CoreHome;
 use super::interpose::{CoreInfo, close_through_core, open_through_core};
+use super::progress;
 use super::rma_event::RmaEvents;
 use super::wait::{self, CoreFabric};
 use super::work::{self, WorkQueue};
@@ -113,7 +114,13 @@ unsafe extern "C" fn no_core_cq_open(
 ///
 /// # Safety
 /// `dom` is an open core domain.
-pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe: bool, rma: bool) {
+pub unsafe fn patch(
+    dom: *mut ofi::fid_domain,
+    fabric: &FabricShare,
+    thread_safe: bool,
+    rma: bool,
+    auto_progress: bool,
+) {
     // Hardware detection runs once per process, at the first domain open, as for rscntr's own
     // domains.
     cntr::hw::state();
@@ -144,6 +151,7 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe
                 progress: parking_lot::Mutex::new(None),
                 deferred: Default::default(),
                 rma: rma.then(RmaEvents::default),
+                auto_progress,
             },
             work: WorkQueue::default(),
         });
@@ -175,6 +183,11 @@ pub unsafe fn patch(dom: *mut ofi::fid_domain, fabric: &FabricShare, thread_safe
         d.fid.ops = &mut (*l).fi_ops;
         d.ops = &mut (*l).ops.base;
         d.mr = &mut (*l).mr;
+        if auto_progress {
+            // SAFETY: the domain's record, stopped in domain_close before it is freed. A
+            // thread that cannot start is logged; the domain then progresses manually.
+            let _ = progress::start(&(*l).home.deferred);
+        }
     }
 }
 
@@ -214,6 +227,13 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
         // with CQs open.
         // SAFETY: live until we free it below.
         unsafe { (*layered).home.release_progress() };
+        // rscntr's progress thread lets go of the domain before the core closes it.
+        // SAFETY: live until we free it below.
+        let auto = unsafe { (*layered).home.auto_progress };
+        if auto {
+            // SAFETY: as above.
+            progress::stop(unsafe { &(*layered).home.deferred });
+        }
         // The CQs are closed (the core refuses to close a domain with CQs open, and its
         // refusal comes after: the filters are freed only once the domain has closed).
         // SAFETY: the record of this domain; nothing refers to its tables once it is gone.
@@ -224,7 +244,14 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
                 unsafe { &*l.fabric }.domains.remove();
                 0
             }
-            Err(e) => e,
+            Err(e) => {
+                if auto {
+                    // The domain stays open: its progress goes on.
+                    // SAFETY: as above.
+                    let _ = unsafe { progress::start(&(*layered).home.deferred) };
+                }
+                e
+            }
         }
     }
 }
@@ -348,6 +375,10 @@ unsafe fn open_ep(
     // SAFETY: only patched core domains reach the endpoint ops.
     let layered = unsafe { LayeredDomain::of(domain) };
     let open = |core_info, out| {
+        if layered.home.auto_progress {
+            // SAFETY: the core's copy of the application's info.
+            unsafe { progress::manual_for_core(core_info) };
+        }
         testhook::fail(Op::Endpoint).unwrap_or_else(|| open(layered.orig(), core_info, out))
     };
     // SAFETY: NULL or the application's valid info.

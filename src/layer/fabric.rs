@@ -6,6 +6,7 @@ use super::cq;
 use super::domain::{self, FabricShare};
 use super::getinfo::{core_fabric_info, core_of_fabric};
 use super::interpose::{close_through_core, open_through_core};
+use super::progress;
 use super::wait::CoreFabric;
 use crate::boundary::ffi::{self, Children, err};
 use crate::boundary::params;
@@ -172,6 +173,7 @@ unsafe extern "C" fn domain_open2(
         let layered = unsafe { LayeredFabric::of(fabric) };
         let thread_safe = std::cell::Cell::new(false);
         let rma_events = std::cell::Cell::new(false);
+        let auto_progress = std::cell::Cell::new(false);
         let open = |core_info: *mut ofi::fi_info, out| {
             // After rscntr's pointer checks, as ever; unwinding frees the core's info.
             testhook::panic(Op::Domain);
@@ -185,6 +187,13 @@ unsafe extern "C" fn domain_open2(
             // cost the data path the core's locks (2x on tcp's small messages, measured). The
             // watcher drives a core only when the domain is FI_THREAD_SAFE (see
             // CoreHome::watcher_may_progress).
+            // Automatic progress the core lacks (`progress.rs`): rscntr's thread drives the
+            // core beside the application.
+            // SAFETY: the core's copy of the info, a fresh dup; the fabric is open.
+            let auto = unsafe {
+                progress::needs_emulation(core_info, &layered.share.core.to_string_lossy(), (*fabric).api_version)
+            };
+            auto_progress.set(auto);
             // SAFETY: a fresh dup with a domain attr.
             let threading = unsafe { &mut (*(*core_info).domain_attr).threading };
             // A domain for triggered operations: rscntr's trigger thread posts to the core
@@ -200,6 +209,7 @@ unsafe extern "C" fn domain_open2(
             rma_events.set(rma);
             if trigger
                 || rma
+                || auto
                 || *threading == ofi::fi_threading_FI_THREAD_COMPLETION
                 || *threading == ofi::fi_threading_FI_THREAD_ENDPOINT
             {
@@ -220,7 +230,7 @@ unsafe extern "C" fn domain_open2(
         };
         // SAFETY: a just-opened core domain; the core's info (freed after) describes it.
         let patch =
-            |out, _core_info| unsafe { domain::patch(out, &layered.share, thread_safe.get(), rma_events.get()) };
+            |out, _core_info| unsafe { domain::patch(out, &layered.share, thread_safe.get(), rma_events.get(), auto_progress.get()) };
         // A domain opened for a NULL out pointer could never be closed (its fabric neither).
         let refuse = || fi_warn!(Domain, "NULL info or domain out pointer");
         // SAFETY: `info` NULL or valid, `dom` NULL or an out pointer (the caller's contract).

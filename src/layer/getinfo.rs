@@ -2,6 +2,7 @@
 //! core's infos mirrored as rscntr's, the core's copy of an application's info, and which core
 //! each mirrored fabric came from.
 
+use super::progress;
 use super::rma_event;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
@@ -298,43 +299,203 @@ pub unsafe fn getinfo_over(
     let Some(core_hints) = (unsafe { to_core(hints, &core_c) }) else {
         return Err(err::ENOMEM);
     };
-    let mut list: *mut ofi::fi_info = std::ptr::null_mut();
     if let Some(e) = testhook::fail(Op::Getinfo) {
         // SAFETY: allocated by to_core.
         unsafe { ofi::fi_freeinfo(core_hints) };
         return Err(e);
     }
-    // SAFETY: valid hints we own; the core name keeps this from recursing into rscntr.
+    let ask = |h: *mut ofi::fi_info| {
+        // SAFETY: valid hints we own; the core name keeps this from recursing into rscntr.
+        unsafe { core_getinfo(core, version, node, service, flags, h) }
+    };
+    // SAFETY: hints we own, with a domain attr (a dup).
+    let core_dom = unsafe { &mut *(*core_hints).domain_attr };
+    let mut answer = ask(core_hints);
+    // Automatic progress the core lacks is rscntr's (`progress.rs`): asked again without it.
+    let mut emulated_auto = false;
+    if answer == Err(err::ENODATA) && progress::unask_auto(core_dom) {
+        answer = ask(core_hints);
+        emulated_auto = answer.is_ok();
+    }
+    // SAFETY: NULL or valid (caller's contract).
+    let app_hints = unsafe { hints.as_ref() };
+    let result = answer.map(|list| {
+        // SAFETY: a list the core just returned, ours; hints NULL or valid.
+        unsafe { finish(list, core, own, app_hints) };
+        if emulated_auto {
+            // SAFETY: as above; the caller's hints asked for it.
+            unsafe { say_auto(list, app_hints.and_then(|h| h.domain_attr.as_ref())) };
+        } else if progress::data_progress(core_dom) == ofi::fi_progress_FI_PROGRESS_UNSPEC {
+            // SAFETY: as above.
+            unsafe { append_auto(list, core_hints, core, own, app_hints, ask) };
+        }
+        list
+    });
+    // SAFETY: allocated by to_core.
+    unsafe { ofi::fi_freeinfo(core_hints) };
+    match result {
+        Ok(list) => {
+            fi_info!(Core, "serving over core {core}");
+            Ok(list)
+        }
+        Err(ret) => {
+            fi_dbg!(Core, "core {core} has nothing for these hints ({ret})");
+            Err(ret)
+        }
+    }
+}
+
+/// fi_getinfo over one core with hints in the core's name: its infos (and only its own), or
+/// the error (-FI_ENODATA for none).
+///
+/// # Safety
+/// As fi_getinfo: node/service NULL or C strings, `hints` valid, naming `core`.
+unsafe fn core_getinfo(
+    core: &str,
+    version: u32,
+    node: *const c_char,
+    service: *const c_char,
+    flags: u64,
+    hints: *mut ofi::fi_info,
+) -> Result<*mut ofi::fi_info, c_int> {
+    let mut list: *mut ofi::fi_info = std::ptr::null_mut();
+    // SAFETY: caller's contract; the out pointer lives across the call.
     let ret = unsafe {
         ofi::fi_getinfo(
             version,
             node,
             service,
             flags | OFI_GETINFO_HIDDEN,
-            core_hints,
+            hints,
             &mut list,
         )
     };
-    // SAFETY: allocated by to_core.
-    unsafe { ofi::fi_freeinfo(core_hints) };
-    // SAFETY: NULL or the list fi_getinfo returned.
-    let list = if ret == 0 {
-        unsafe { keep_only(list, core) }
-    } else {
-        list
-    };
-    if ret != 0 || list.is_null() {
-        fi_dbg!(Core, "core {core} has nothing for these hints ({ret})");
-        return Err(if ret != 0 { ret } else { err::ENODATA });
+    if ret != 0 {
+        return Err(ret);
     }
-    // SAFETY: a list fi_getinfo just returned.
+    // SAFETY: the list fi_getinfo returned.
+    let list = unsafe { keep_only(list, core) };
+    if list.is_null() {
+        Err(err::ENODATA)
+    } else {
+        Ok(list)
+    }
+}
+
+/// Makes a core's list rscntr's.
+///
+/// # Safety
+/// `list` is a list the core returned; `hints` NULL or valid.
+unsafe fn finish(list: *mut ofi::fi_info, core: &str, own: u64, hints: Option<&ofi::fi_info>) {
+    // SAFETY: caller's contract.
     unsafe { mirror(list, core, own) };
     if rma_event::emulated(core) {
-        // SAFETY: hints NULL or valid (caller's contract); the list is ours.
-        unsafe { rma_events(list, hints.as_ref()) };
+        // SAFETY: as above.
+        unsafe { rma_events(list, hints) };
     }
-    fi_info!(Core, "serving over core {core}");
-    Ok(list)
+}
+
+/// Infos of a core without automatic progress, for hints that asked for it: rscntr provides
+/// it (`progress.rs`), so the infos say AUTO where the hints did.
+///
+/// # Safety
+/// `list` is a list rscntr mirrored.
+unsafe fn say_auto(mut cur: *mut ofi::fi_info, asked: Option<&ofi::fi_domain_attr>) {
+    let Some(asked) = asked else { return };
+    // SAFETY: walking a valid list; all attr pointers are set.
+    while let Some(i) = unsafe { cur.as_mut() } {
+        // SAFETY: as above.
+        let dom = unsafe { &mut *i.domain_attr };
+        if progress::data_progress(asked) == AUTO {
+            progress::set_data_progress(dom, AUTO);
+        }
+        if asked.control_progress == AUTO {
+            dom.control_progress = AUTO;
+        }
+        cur = i.next;
+    }
+}
+
+const AUTO: ofi::fi_progress = ofi::fi_progress_FI_PROGRESS_AUTO;
+
+/// For hints that leave the data progress open: after infos with manual data progress, the same
+/// with automatic progress, the core's own where it has it (`ofi_rxm`, which answers it only
+/// when asked), else rscntr's (`progress.rs`). Applications taking the first info get what the
+/// core gives them; those that choose among infos (MPICH scores them) may take automatic
+/// progress, which the core's own list does not offer them unasked.
+///
+/// # Safety
+/// `list` is a list rscntr mirrored; `core_hints` the core's hints (restored before return);
+/// `hints` NULL or valid.
+unsafe fn append_auto(
+    list: *mut ofi::fi_info,
+    core_hints: *mut ofi::fi_info,
+    core: &str,
+    own: u64,
+    hints: Option<&ofi::fi_info>,
+    ask: impl Fn(*mut ofi::fi_info) -> Result<*mut ofi::fi_info, c_int>,
+) {
+    let manual = ofi::fi_progress_FI_PROGRESS_MANUAL;
+    let mut tail = list;
+    let mut any_manual = false;
+    // SAFETY: walking a valid list; all attr pointers are set.
+    unsafe {
+        loop {
+            any_manual |= progress::data_progress(&*(*tail).domain_attr) == manual;
+            if (*tail).next.is_null() {
+                break;
+            }
+            tail = (*tail).next;
+        }
+    }
+    if !any_manual {
+        return;
+    }
+    // SAFETY: the core's hints, with a domain attr.
+    let dom = unsafe { &mut *(*core_hints).domain_attr };
+    progress::set_data_progress(dom, AUTO);
+    let native = ask(core_hints);
+    progress::set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_UNSPEC);
+    let extra = match native {
+        Ok(more) => {
+            // SAFETY: a list the core just returned, ours.
+            unsafe { finish(more, core, own, hints) };
+            more
+        }
+        // SAFETY: the manual infos of our own list, copied.
+        Err(_) => unsafe { auto_copies(list, manual) },
+    };
+    // SAFETY: the last info of our list; `extra` NULL or a list we own.
+    unsafe { (*tail).next = extra };
+}
+
+/// Copies of the infos of `list` with `manual` data progress, saying AUTO (rscntr's).
+///
+/// # Safety
+/// `list` is a valid list.
+unsafe fn auto_copies(mut cur: *mut ofi::fi_info, manual: ofi::fi_progress) -> *mut ofi::fi_info {
+    let mut head: *mut ofi::fi_info = std::ptr::null_mut();
+    let mut tail: *mut ofi::fi_info = std::ptr::null_mut();
+    // SAFETY: walking a valid list; fi_dupinfo copies one info (without its next).
+    unsafe {
+        while let Some(i) = cur.as_ref() {
+            if progress::data_progress(&*i.domain_attr) == manual {
+                let copy = ofi::fi_dupinfo(i);
+                if !copy.is_null() {
+                    progress::set_data_progress(&mut *(*copy).domain_attr, AUTO);
+                    (*copy).next = std::ptr::null_mut();
+                    if tail.is_null() {
+                        head = copy
+                    } else {
+                        (*tail).next = copy
+                    }
+                    tail = copy;
+                }
+            }
+            cur = i.next;
+        }
+    }
+    head
 }
 
 /// The core's fabric attr for an rscntr fabric attr: the same fabric, re-derived from the core.

@@ -44,6 +44,9 @@ pub struct CoreHome {
     /// The domain's remote-access counters, when rscntr provides them (`rma_event.rs`: the
     /// domain was opened for FI_RMA_EVENT over a core without working ones).
     pub rma: Option<RmaEvents>,
+    /// The domain was opened for automatic progress the core lacks: rscntr's progress thread
+    /// drives its CQs, all read through filters (`progress.rs`).
+    pub auto_progress: bool,
 }
 
 // SAFETY: the raw pointers (the core domain, its fabric) are set when the domain opens and never

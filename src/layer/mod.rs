@@ -21,6 +21,7 @@
 //! - `rma_event.rs`, `rma_ep.rs`: remote-access counters where the core has none that count
 //!   (tcp, `ofi_rxm`): notifications in remote CQ data, counted at the target as its CQ
 //!   filter takes them out, sent by the initiator's rma and atomic tables;
+//! - `progress.rs`: automatic progress where the core has only manual progress (shm, rxd);
 //! - `bind.rs`: rscntr's bind on core endpoints and MRs;
 //! - `interpose.rs`: what the interposed opens and closes share (the core's info, patching the
 //!   new object, freeing rscntr's record only once the core closed the object);
@@ -37,6 +38,7 @@ mod getinfo;
 mod home;
 mod interpose;
 mod op;
+mod progress;
 mod rma_ep;
 mod rma_event;
 mod trigger;

@@ -1,0 +1,168 @@
+//! Automatic progress where the core has only manual progress (shm, `udp;ofi_rxd`).
+//!
+//! An application that asks for `FI_PROGRESS_AUTO` data progress expects its operations to
+//! complete while it makes no calls (MPICH's triggered collectives ask for it). A core that
+//! refuses it in its infos (shm, rxd), or says AUTO without moving data by itself (below), gets
+//! it from rscntr: the infos say AUTO, the core domain is opened
+//! with manual progress and `FI_THREAD_SAFE`, and rscntr's progress thread
+//! (`engine/progress.rs`) drives it through the domain's CQs, each read through rscntr's
+//! filter (`deferred.rs`): one read of no entries per CQ and pass, while every endpoint bound
+//! to the CQ is enabled. Those cores give nothing to sleep on (shm's own waits yield), so the
+//! thread's passes follow a schedule: quick while a pass finds new entries, doubling to 1 ms
+//! while none do; with no such domain open it costs nothing.
+//!
+//! Cores whose own AUTO moves data (sockets; `ofi_rxm` for endpoints with `FI_ATOMIC`) keep it:
+//! rscntr adds nothing. tcp says AUTO but moves an endpoint's data only on the application's
+//! calls, as rxm does without `FI_ATOMIC`: those are driven by rscntr too. Domains that did not
+//! ask for AUTO are untouched.
+
+use super::deferred::Deferred;
+use super::getinfo::OFI_GETINFO_HIDDEN;
+use crate::engine::progress::{self, Driven};
+use crate::{fi_info, fi_warn, ofi};
+use std::ffi::c_int;
+
+/// libfabric's FI_PROGRESS_AUTO and FI_PROGRESS_MANUAL / UNSPEC.
+const AUTO: ofi::fi_progress = ofi::fi_progress_FI_PROGRESS_AUTO;
+const UNSPEC: ofi::fi_progress = ofi::fi_progress_FI_PROGRESS_UNSPEC;
+
+/// The domain attr's data progress (`data_progress`, named `progress` since API 2.0: one field).
+pub fn data_progress(dom: &ofi::fi_domain_attr) -> ofi::fi_progress {
+    // SAFETY: both names of the union are the same enum.
+    unsafe { dom.__bindgen_anon_1.data_progress }
+}
+
+pub fn set_data_progress(dom: &mut ofi::fi_domain_attr, p: ofi::fi_progress) {
+    dom.__bindgen_anon_1.data_progress = p;
+}
+
+/// Whether `dom` asks for automatic progress (data or control).
+pub fn asks_auto(dom: Option<&ofi::fi_domain_attr>) -> bool {
+    dom.is_some_and(|d| data_progress(d) == AUTO || d.control_progress == AUTO)
+}
+
+/// Takes the AUTO requests out of `dom` (they become UNSPEC: the core answers with what it
+/// has); true if there was one.
+pub fn unask_auto(dom: &mut ofi::fi_domain_attr) -> bool {
+    let mut asked = false;
+    if data_progress(dom) == AUTO {
+        set_data_progress(dom, UNSPEC);
+        asked = true;
+    }
+    if dom.control_progress == AUTO {
+        dom.control_progress = UNSPEC;
+        asked = true;
+    }
+    asked
+}
+
+/// Cores whose own automatic progress moves data without the application's calls: sockets
+/// (a progress thread per domain), and `ofi_rxm` for endpoints with FI_ATOMIC (its progress
+/// thread reads the inner CQ only then, `rxm_cm_atomic_progress`; without FI_ATOMIC it serves
+/// connections only). tcp says AUTO in its infos but starts its progress thread only for
+/// some wait objects (`xnet_cq.c`, `xnet_eq.c`): its endpoints' data waits for the
+/// application's calls, as shm's and rxd's do (`prov_test/auto_progress.c` shows each).
+fn core_moves_data(core: &str, caps: u64) -> bool {
+    core == "sockets" || (core.ends_with(";ofi_rxm") && caps & ofi::FI_ATOMIC as u64 != 0)
+}
+
+/// For a domain about to open from `core_info` (the application's info, in the core's name):
+/// true when it asks for automatic data progress that the core does not deliver itself, which
+/// rscntr then provides; `core_info` is then changed to ask the core for manual data progress
+/// (and for its own control progress, where it refuses the AUTO asked).
+///
+/// # Safety
+/// `core_info` is a valid info with its attrs.
+pub unsafe fn needs_emulation(core_info: *mut ofi::fi_info, core: &str, version: u32) -> bool {
+    // SAFETY: caller's contract.
+    let (caps, dom) = unsafe { ((*core_info).caps, (*core_info).domain_attr.as_mut()) };
+    let Some(dom) = dom else { return false };
+    if data_progress(dom) != AUTO || core_moves_data(core, caps) {
+        return false;
+    }
+    set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
+    // SAFETY: the core's getinfo with the info as hints (the core's name keeps it from
+    // recursing into rscntr).
+    if dom.control_progress == AUTO && !unsafe { core_answers(core_info, version) } {
+        // SAFETY: as above.
+        let dom = unsafe { &mut *(*core_info).domain_attr };
+        dom.control_progress = UNSPEC;
+    }
+    fi_info!(
+        Domain,
+        "{core} does not move data by itself: rscntr's progress thread drives this domain \
+        (FI_PROGRESS_AUTO)"
+    );
+    true
+}
+
+/// Takes automatic data progress out of the core's copy of an endpoint's info, in a domain
+/// rscntr drives (shm refuses the endpoint otherwise, rxm would start its own thread).
+///
+/// # Safety
+/// `core_info` is NULL or a valid info.
+pub unsafe fn manual_for_core(core_info: *mut ofi::fi_info) {
+    // SAFETY: caller's contract.
+    if let Some(dom) = unsafe { core_info.as_mut().and_then(|i| i.domain_attr.as_mut()) }
+        && data_progress(dom) == AUTO
+    {
+        set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
+    }
+}
+
+/// # Safety
+/// `hints` is a valid info naming a core.
+unsafe fn core_answers(hints: *mut ofi::fi_info, version: u32) -> bool {
+    let mut list: *mut ofi::fi_info = std::ptr::null_mut();
+    // SAFETY: caller's contract; the out pointer lives across the call.
+    let ret = unsafe {
+        ofi::fi_getinfo(
+            version,
+            std::ptr::null(),
+            std::ptr::null(),
+            OFI_GETINFO_HIDDEN,
+            hints,
+            &mut list,
+        )
+    };
+    if !list.is_null() {
+        // SAFETY: the list fi_getinfo returned.
+        unsafe { ofi::fi_freeinfo(list) };
+    }
+    ret == 0
+}
+
+impl Driven for Deferred {
+    fn drive(&self) -> bool {
+        let mut found = false;
+        for f in self.filters() {
+            // SAFETY: the domain's filters live until it closes, after stop().
+            found |= unsafe { (*f).drive() };
+        }
+        found
+    }
+}
+
+/// Starts driving a domain's CQs.
+///
+/// # Safety
+/// `deferred` is the domain's, and [`stop`] is called before it is freed.
+pub unsafe fn start(deferred: &Deferred) -> c_int {
+    // SAFETY: caller's contract.
+    match unsafe { progress::register(key(deferred), deferred as &dyn Driven as *const _) } {
+        Ok(()) => 0,
+        Err(e) => {
+            fi_warn!(Domain, "cannot start rscntr's progress thread: {e}");
+            crate::boundary::ffi::err::ENOMEM
+        }
+    }
+}
+
+/// Stops driving the domain; returns once the thread is out of it.
+pub fn stop(deferred: &Deferred) {
+    progress::unregister(key(deferred));
+}
+
+fn key(deferred: &Deferred) -> usize {
+    deferred as *const Deferred as usize
+}
