@@ -4,7 +4,8 @@
  * the receiving process makes no libfabric call at all.
  *
  * Two processes (fork, addresses exchanged over pipes). The receiver posts one receive of
- * 1 MiB, tells the sender, then only watches its buffer's memory for up to 3 s (no libfabric
+ * 1 MiB, tells the sender, then only watches its buffer's memory for up to 3 s (1 s for manual
+ * progress; no libfabric
  * call: a call would drive the core's progress itself); the sender sends 1 MiB. Over shm such
  * a message moves when the receiver's progress runs (it reads the sender's memory), over tcp
  * when the receiver's progress copies it out of the socket.
@@ -36,7 +37,8 @@
 
 #define NAME "auto_progress"
 #define SIZE (1 << 20)
-#define ASLEEP_MS 3000
+#define ASLEEP_MS 3000 /* how long the receiver waits for automatic progress */
+#define MANUAL_MS 1000 /* how long it waits to see manual progress move nothing */
 
 static const char *prov = "rscntr";
 
@@ -151,6 +153,7 @@ static int complete_one(struct fid_cq *cq)
  * it slept, the sender whether its send completed. 0 filled/done, 1 not filled, 2 failed. */
 static int run_side(int receiver, struct fi_info *info, int rd, int wr)
 {
+	int asleep_ms = info->domain_attr->data_progress == FI_PROGRESS_AUTO ? ASLEEP_MS : MANUAL_MS;
 	struct side s = { 0 };
 	int ret = open_side(info, &s);
 	if (ret) {
@@ -182,7 +185,7 @@ static int run_side(int receiver, struct fi_info *info, int rd, int wr)
 		/* no libfabric call from here until the buffer filled or the time is up */
 		volatile char *last = s.buf + SIZE - 1;
 		double t0 = now_ms();
-		while (*last != 'z' && now_ms() - t0 < ASLEEP_MS)
+		while (*last != 'z' && now_ms() - t0 < asleep_ms)
 			usleep(2000);
 		int filled = *last == 'z';
 		if (filled)

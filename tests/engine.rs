@@ -543,3 +543,46 @@ fn two_waiters_over_one_source() {
     t.join().unwrap();
     assert_eq!(c.read(), 2);
 }
+
+/// The progress thread (`engine/progress.rs`) drives a registered domain on its schedule, and
+/// once `unregister` has returned it never touches it again.
+#[test]
+fn progress_thread_drives_until_unregistered() {
+    use rscntr::engine::progress::{self, Driven};
+    use std::sync::atomic::AtomicU64;
+
+    struct Domain {
+        passes: AtomicU64,
+        /// What a pass reports: something new (the quick schedule) or not (the slow one).
+        busy: bool,
+    }
+    impl Driven for Domain {
+        fn drive(&self) -> bool {
+            self.passes.fetch_add(1, SeqCst);
+            self.busy
+        }
+    }
+
+    for busy in [false, true] {
+        let d = Box::new(Domain {
+            passes: AtomicU64::new(0),
+            busy,
+        });
+        let key = &*d as *const Domain as usize;
+        // SAFETY: `d` outlives the registration (unregistered below, before it is dropped).
+        unsafe { progress::register(key, &*d as &dyn Driven as *const dyn Driven) }
+            .expect("the progress thread starts");
+        let t0 = Instant::now();
+        while d.passes.load(SeqCst) < 3 && t0.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert!(d.passes.load(SeqCst) >= 3, "the thread made no passes");
+        assert!(progress::unregister(key));
+        let after = d.passes.load(SeqCst);
+        thread::sleep(Duration::from_millis(30));
+        assert_eq!(d.passes.load(SeqCst), after, "driven after unregister returned");
+        drop(d);
+        assert!(!progress::unregister(key), "a second unregister finds nothing");
+    }
+    assert_eq!(progress::stats().0, 0);
+}

@@ -706,7 +706,11 @@ impl CqFilter {
 
     /// An endpoint was bound to this CQ (`enabled`: it already is).
     pub fn ep_bound(&self, enabled: bool) {
-        let n = if enabled { &self.eps_live } else { &self.eps_pending };
+        let n = if enabled {
+            &self.eps_live
+        } else {
+            &self.eps_pending
+        };
         n.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -718,7 +722,11 @@ impl CqFilter {
 
     /// An endpoint bound to this CQ was closed (by the core, which unbound it).
     pub fn ep_closed(&self, enabled: bool) {
-        let n = if enabled { &self.eps_live } else { &self.eps_pending };
+        let n = if enabled {
+            &self.eps_live
+        } else {
+            &self.eps_pending
+        };
         n.fetch_sub(1, Ordering::AcqRel);
     }
 
@@ -741,9 +749,9 @@ impl CqFilter {
         // SAFETY: the core's own read of no entries: util CQs run their progress, and
         // answer 0 or -FI_EAVAIL while they hold entries, -FI_EAGAIN while empty.
         let n = self.core(|inner| unsafe {
-            inner
-                .read
-                .map_or(err::EAGAIN as isize, |f| f(self.cq, std::ptr::null_mut(), 0))
+            inner.read.map_or(err::EAGAIN as isize, |f| {
+                f(self.cq, std::ptr::null_mut(), 0)
+            })
         });
         drop(st);
         let holds = n >= 0 || n == err::EAVAIL as isize;

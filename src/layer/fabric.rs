@@ -190,6 +190,10 @@ unsafe extern "C" fn domain_open2(
             // Automatic progress the core lacks (`progress.rs`): rscntr's thread drives the
             // core beside the application.
             // SAFETY: the core's copy of the info, a fresh dup; the fabric is open.
+            // SAFETY: as above.
+            let asks_auto = unsafe { progress::data_progress(&*(*core_info).domain_attr) }
+                == ofi::fi_progress_FI_PROGRESS_AUTO;
+            // SAFETY: as above.
             let auto = unsafe {
                 progress::needs_emulation(core_info, &layered.share.core.to_string_lossy(), (*fabric).api_version)
             };
@@ -207,9 +211,10 @@ unsafe extern "C" fn domain_open2(
             let rma = unsafe { info.as_ref() }.is_some_and(|i| i.caps & ofi::FI_RMA_EVENT != 0)
                 && super::rma_event::emulated(&layered.share.core.to_string_lossy());
             rma_events.set(rma);
+            // A core's own automatic progress runs a thread of its own (rxm's asserts it).
             if trigger
                 || rma
-                || auto
+                || asks_auto
                 || *threading == ofi::fi_threading_FI_THREAD_COMPLETION
                 || *threading == ofi::fi_threading_FI_THREAD_ENDPOINT
             {

@@ -310,16 +310,24 @@ pub unsafe fn getinfo_over(
     };
     // SAFETY: hints we own, with a domain attr (a dup).
     let core_dom = unsafe { &mut *(*core_hints).domain_attr };
+    // Automatic data progress the core does not deliver itself is rscntr's (`progress.rs`):
+    // the core is asked for its own progress, and the infos say AUTO.
+    let emulated_auto =
+        progress::data_progress(core_dom) == AUTO && !progress::core_moves_data(core);
+    if emulated_auto {
+        // MANUAL rather than UNSPEC: rxm fills an unspecified progress with its own AUTO, and
+        // then answers FI_THREAD_SAFE whatever threading was asked.
+        progress::set_data_progress(core_dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
+    }
     let mut answer = ask(core_hints);
-    // Automatic progress the core lacks is rscntr's (`progress.rs`): asked again without it.
-    let mut emulated_auto = false;
-    if answer == Err(err::ENODATA) && progress::unask_auto(core_dom) {
+    if answer == Err(err::ENODATA) && emulated_auto && core_dom.control_progress == AUTO {
+        // rxd refuses automatic control progress too.
+        core_dom.control_progress = ofi::fi_progress_FI_PROGRESS_UNSPEC;
         answer = ask(core_hints);
-        emulated_auto = answer.is_ok();
     }
     // SAFETY: NULL or valid (caller's contract).
     let app_hints = unsafe { hints.as_ref() };
-    let result = answer.map(|list| {
+    let result = answer.inspect(|&list| {
         // SAFETY: a list the core just returned, ours; hints NULL or valid.
         unsafe { finish(list, core, own, app_hints) };
         if emulated_auto {
@@ -327,9 +335,8 @@ pub unsafe fn getinfo_over(
             unsafe { say_auto(list, app_hints.and_then(|h| h.domain_attr.as_ref())) };
         } else if progress::data_progress(core_dom) == ofi::fi_progress_FI_PROGRESS_UNSPEC {
             // SAFETY: as above.
-            unsafe { append_auto(list, core_hints, core, own, app_hints, ask) };
+            unsafe { append_auto(list) };
         }
-        list
     });
     // SAFETY: allocated by to_core.
     unsafe { ofi::fi_freeinfo(core_hints) };
@@ -418,55 +425,23 @@ unsafe fn say_auto(mut cur: *mut ofi::fi_info, asked: Option<&ofi::fi_domain_att
 
 const AUTO: ofi::fi_progress = ofi::fi_progress_FI_PROGRESS_AUTO;
 
-/// For hints that leave the data progress open: after infos with manual data progress, the same
-/// with automatic progress, the core's own where it has it (`ofi_rxm`, which answers it only
-/// when asked), else rscntr's (`progress.rs`). Applications taking the first info get what the
-/// core gives them; those that choose among infos (MPICH scores them) may take automatic
-/// progress, which the core's own list does not offer them unasked.
+/// For hints that leave the data progress open: after the infos with manual data progress,
+/// the same with automatic progress (rscntr's where the core does not move data by itself,
+/// `progress.rs`). Applications taking the first info get what the core gives them; those that
+/// choose among infos (MPICH scores them) may take automatic progress, which the core's own list
+/// does not offer them unasked (rxm answers AUTO only when asked).
 ///
 /// # Safety
-/// `list` is a list rscntr mirrored; `core_hints` the core's hints (restored before return);
-/// `hints` NULL or valid.
-unsafe fn append_auto(
-    list: *mut ofi::fi_info,
-    core_hints: *mut ofi::fi_info,
-    core: &str,
-    own: u64,
-    hints: Option<&ofi::fi_info>,
-    ask: impl Fn(*mut ofi::fi_info) -> Result<*mut ofi::fi_info, c_int>,
-) {
-    let manual = ofi::fi_progress_FI_PROGRESS_MANUAL;
+/// `list` is a list rscntr mirrored.
+unsafe fn append_auto(list: *mut ofi::fi_info) {
     let mut tail = list;
-    let mut any_manual = false;
-    // SAFETY: walking a valid list; all attr pointers are set.
+    // SAFETY: walking a valid list.
     unsafe {
-        loop {
-            any_manual |= progress::data_progress(&*(*tail).domain_attr) == manual;
-            if (*tail).next.is_null() {
-                break;
-            }
+        while !(*tail).next.is_null() {
             tail = (*tail).next;
         }
+        (*tail).next = auto_copies(list, ofi::fi_progress_FI_PROGRESS_MANUAL);
     }
-    if !any_manual {
-        return;
-    }
-    // SAFETY: the core's hints, with a domain attr.
-    let dom = unsafe { &mut *(*core_hints).domain_attr };
-    progress::set_data_progress(dom, AUTO);
-    let native = ask(core_hints);
-    progress::set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_UNSPEC);
-    let extra = match native {
-        Ok(more) => {
-            // SAFETY: a list the core just returned, ours.
-            unsafe { finish(more, core, own, hints) };
-            more
-        }
-        // SAFETY: the manual infos of our own list, copied.
-        Err(_) => unsafe { auto_copies(list, manual) },
-    };
-    // SAFETY: the last info of our list; `extra` NULL or a list we own.
-    unsafe { (*tail).next = extra };
 }
 
 /// Copies of the infos of `list` with `manual` data progress, saying AUTO (rscntr's).

@@ -11,10 +11,10 @@
 //! thread's passes follow a schedule: quick while a pass finds new entries, doubling to 1 ms
 //! while none do; with no such domain open it costs nothing.
 //!
-//! Cores whose own AUTO moves data (sockets; `ofi_rxm` for endpoints with `FI_ATOMIC`) keep it:
-//! rscntr adds nothing. tcp says AUTO but moves an endpoint's data only on the application's
-//! calls, as rxm does without `FI_ATOMIC`: those are driven by rscntr too. Domains that did not
-//! ask for AUTO are untouched.
+//! sockets, whose own progress thread moves data, keeps its own. tcp says AUTO but moves an
+//! endpoint's data only on the application's calls, and rxm's own thread moves data only for
+//! endpoints with `FI_ATOMIC` and then demands `FI_THREAD_SAFE`: those are driven by rscntr too
+//! ([`core_moves_data`]). Domains that did not ask for AUTO are untouched.
 
 use super::deferred::Deferred;
 use super::getinfo::OFI_GETINFO_HIDDEN;
@@ -36,34 +36,16 @@ pub fn set_data_progress(dom: &mut ofi::fi_domain_attr, p: ofi::fi_progress) {
     dom.__bindgen_anon_1.data_progress = p;
 }
 
-/// Whether `dom` asks for automatic progress (data or control).
-pub fn asks_auto(dom: Option<&ofi::fi_domain_attr>) -> bool {
-    dom.is_some_and(|d| data_progress(d) == AUTO || d.control_progress == AUTO)
-}
-
-/// Takes the AUTO requests out of `dom` (they become UNSPEC: the core answers with what it
-/// has); true if there was one.
-pub fn unask_auto(dom: &mut ofi::fi_domain_attr) -> bool {
-    let mut asked = false;
-    if data_progress(dom) == AUTO {
-        set_data_progress(dom, UNSPEC);
-        asked = true;
-    }
-    if dom.control_progress == AUTO {
-        dom.control_progress = UNSPEC;
-        asked = true;
-    }
-    asked
-}
-
-/// Cores whose own automatic progress moves data without the application's calls: sockets
-/// (a progress thread per domain), and `ofi_rxm` for endpoints with FI_ATOMIC (its progress
-/// thread reads the inner CQ only then, `rxm_cm_atomic_progress`; without FI_ATOMIC it serves
-/// connections only). tcp says AUTO in its infos but starts its progress thread only for
-/// some wait objects (`xnet_cq.c`, `xnet_eq.c`): its endpoints' data waits for the
-/// application's calls, as shm's and rxd's do (`prov_test/auto_progress.c` shows each).
-fn core_moves_data(core: &str, caps: u64) -> bool {
-    core == "sockets" || (core.ends_with(";ofi_rxm") && caps & ofi::FI_ATOMIC as u64 != 0)
+/// Cores whose own automatic progress moves data without the application's calls, at the
+/// threading model the application asked for: sockets (a progress thread per domain, its only
+/// model). The others are driven by rscntr when asked for AUTO: shm and rxd refuse it; tcp says
+/// AUTO but starts its progress thread only for some wait objects (`xnet_cq.c`, `xnet_eq.c`),
+/// so an endpoint's data waits for the application's calls; `ofi_rxm`'s own thread reads the
+/// inner CQ only for endpoints with FI_ATOMIC (`rxm_cm_atomic_progress`; without it it serves
+/// connections only), and rxm then demands FI_THREAD_SAFE, which MPICH refuses.
+/// `prov_test/auto_progress.c` shows each.
+pub fn core_moves_data(core: &str) -> bool {
+    core == "sockets"
 }
 
 /// For a domain about to open from `core_info` (the application's info, in the core's name):
@@ -75,9 +57,9 @@ fn core_moves_data(core: &str, caps: u64) -> bool {
 /// `core_info` is a valid info with its attrs.
 pub unsafe fn needs_emulation(core_info: *mut ofi::fi_info, core: &str, version: u32) -> bool {
     // SAFETY: caller's contract.
-    let (caps, dom) = unsafe { ((*core_info).caps, (*core_info).domain_attr.as_mut()) };
+    let dom = unsafe { (*core_info).domain_attr.as_mut() };
     let Some(dom) = dom else { return false };
-    if data_progress(dom) != AUTO || core_moves_data(core, caps) {
+    if data_progress(dom) != AUTO || core_moves_data(core) {
         return false;
     }
     set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
