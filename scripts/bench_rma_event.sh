@@ -22,9 +22,7 @@ gcc -O2 -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/rma_event_bench.c -L"
     -o target/rma_event_bench || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else print "nan"}'; }
-med() { cat "$@" 2>/dev/null | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
+. scripts/bench_lib.sh
 
 CORES=("tcp;ofi_rxm" tcp)
 SIZES=(8 4096 65536 1048576)
@@ -46,15 +44,6 @@ for r in $(seq "$REPS"); do
     done
 done
 
-pp() { # <prov dir> <prov> <core or -> <size>: usec/xfer, both sides in one loopback namespace
-    local dir=$1 prov=$2 core=$3 size=$4
-    local envs=(LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$dir)
-    [ "$core" != - ] && envs+=(FI_RSCNTR_CORE=$core)
-    env "${envs[@]}" timeout 120 prov_test/loopback_only.sh sh -c '
-        fi_rdm_pingpong -p "$1" -B 9871 -S "$2" -I 5000 >/dev/null 2>&1 & sleep 0.3
-        fi_rdm_pingpong -p "$1" -P 9871 -S "$2" -I 5000 127.0.0.1; wait' sh "$prov" "$size" 2>/dev/null |
-        awk -v s="$size" '$1 == s || ($1 == (s / 1024) "k") {print $6}'
-}
 for r in $(seq "$REPS"); do
     for core in "${CORES[@]}"; do
         k=$(tr ';' _ <<<"$core")

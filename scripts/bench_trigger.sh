@@ -23,7 +23,7 @@ gcc -O2 -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/trigger_lat.c -L"$LIB
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else print "nan"}'; }
+. scripts/bench_lib.sh
 
 # 1. trigger latency
 CORES=(shm "tcp;ofi_rxm" tcp sockets)
@@ -50,35 +50,18 @@ for r in $(seq "$REPS"); do
 done
 
 # 3. pingpong without triggers
-pp() { # <prov dir> <prov> <core or -> <size> <port>: usec/xfer
-    local dir=$1 prov=$2 core=$3 size=$4 port=$5
-    local envs=(LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$dir)
-    [ "$core" != - ] && envs+=(FI_RSCNTR_CORE=$core)
-    env "${envs[@]}" timeout 60 fi_rdm_pingpong -p "$prov" -B "$port" -s 127.0.0.1 -S "$size" -I 5000 \
-        > "$tmp/srv" 2>&1 &
-    local pid=$!
-    sleep 0.3
-    env "${envs[@]}" timeout 60 fi_rdm_pingpong -p "$prov" -P "$port" -s 127.0.0.1 -S "$size" -I 5000 \
-        127.0.0.1 2>/dev/null | awk -v s="$size" '$1 == s || ($1 == (s / 1024) "k") {print $6}'
-    wait "$pid"
-}
 PP_CORES=(shm tcp "tcp;ofi_rxm")
-port=9800
 for r in $(seq "$REPS"); do
     for core in "${PP_CORES[@]}"; do
         k=$(tr ';' _ <<<"$core")
         for size in 8 65536; do
-            port=$((port + 1)); pp "$PROV_DIR" "$core" - "$size" $port >> "$tmp/pp.core.$k.$size"
-            port=$((port + 1)); pp "$PROV_DIR" rscntr "$core" "$size" $port >> "$tmp/pp.new.$k.$size"
-            if [ -n "${OLD_PROV_DIR:-}" ]; then
-                port=$((port + 1)); pp "$OLD_PROV_DIR" rscntr "$core" "$size" $port >> "$tmp/pp.old.$k.$size"
-            fi
+            pp "$PROV_DIR" "$core" - "$size" >> "$tmp/pp.core.$k.$size"
+            pp "$PROV_DIR" rscntr "$core" "$size" >> "$tmp/pp.new.$k.$size"
+            [ -n "${OLD_PROV_DIR:-}" ] && pp "$OLD_PROV_DIR" rscntr "$core" "$size" >> "$tmp/pp.old.$k.$size"
         done
     done
 done
 
-med() { cat "$@" 2>/dev/null | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 {
     echo "# Triggered operations: latency and cost"
     echo
