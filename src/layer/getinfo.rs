@@ -357,7 +357,7 @@ pub unsafe fn getinfo_over(
 ///
 /// # Safety
 /// As fi_getinfo: node/service NULL or C strings, `hints` valid, naming `core`.
-unsafe fn core_getinfo(
+pub unsafe fn core_getinfo(
     core: &str,
     version: u32,
     node: *const c_char,

@@ -17,7 +17,7 @@
 //! ([`core_moves_data`]). Domains that did not ask for AUTO are untouched.
 
 use super::deferred::Deferred;
-use super::getinfo::OFI_GETINFO_HIDDEN;
+use super::getinfo::core_getinfo;
 use crate::engine::progress::{self, Driven};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::c_int;
@@ -65,7 +65,7 @@ pub unsafe fn needs_emulation(core_info: *mut ofi::fi_info, core: &str, version:
     set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
     // SAFETY: the core's getinfo with the info as hints (the core's name keeps it from
     // recursing into rscntr).
-    if dom.control_progress == AUTO && !unsafe { core_answers(core_info, version) } {
+    if dom.control_progress == AUTO && !unsafe { core_answers(core, core_info, version) } {
         // SAFETY: as above.
         let dom = unsafe { &mut *(*core_info).domain_attr };
         dom.control_progress = UNSPEC;
@@ -93,25 +93,18 @@ pub unsafe fn manual_for_core(core_info: *mut ofi::fi_info) {
 }
 
 /// # Safety
-/// `hints` is a valid info naming a core.
-unsafe fn core_answers(hints: *mut ofi::fi_info, version: u32) -> bool {
-    let mut list: *mut ofi::fi_info = std::ptr::null_mut();
-    // SAFETY: caller's contract; the out pointer lives across the call.
-    let ret = unsafe {
-        ofi::fi_getinfo(
-            version,
-            std::ptr::null(),
-            std::ptr::null(),
-            OFI_GETINFO_HIDDEN,
-            hints,
-            &mut list,
-        )
-    };
-    if !list.is_null() {
-        // SAFETY: the list fi_getinfo returned.
-        unsafe { ofi::fi_freeinfo(list) };
+/// `hints` is a valid info naming `core`.
+unsafe fn core_answers(core: &str, hints: *mut ofi::fi_info, version: u32) -> bool {
+    let null = std::ptr::null();
+    // SAFETY: caller's contract.
+    match unsafe { core_getinfo(core, version, null, null, 0, hints) } {
+        Ok(list) => {
+            // SAFETY: the list the core returned.
+            unsafe { ofi::fi_freeinfo(list) };
+            true
+        }
+        Err(_) => false,
     }
-    ret == 0
 }
 
 impl Driven for Deferred {
