@@ -127,6 +127,18 @@ rma_event_side_by_side() {
     return $ok
 }
 
+# fi_rdm_deferred_wq (the domain's deferred work queue). As fabtests 2.1 ships it, its server
+# waits for a remote write on a counter bound FI_RECV only and hangs on every provider;
+# patches/fabtests-2.1.0-deferred-wq.patch fixes the test. prov_test/fabtests/deferred_wq.sh
+# asserts the shipped test's hang over sockets and rscntr(sockets), and runs the patched test
+# (built alone from the Debian tarball, cached in .deps/ft-deferred-wq), the default op and every
+# -T op, over sockets directly and rscntr over sockets, shm, tcp and tcp;ofi_rxm.
+deferred_wq() {
+    local bin
+    bin=$(timeout 600 prov_test/fabtests/patched_deferred_wq.sh) || return 1
+    timeout 900 prov_test/loopback_only.sh bash prov_test/fabtests/deferred_wq.sh "$bin" "$LF21"
+}
+
 # fi_rdm_cntr_pingpong client and server on 127.0.0.1 (counters only, no CQ completions).
 pingpong() { # <core> <port> [fabtests options...]
     local core=$1 port=$2 srv rc_s rc_c; shift 2
@@ -543,6 +555,7 @@ step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm, sockets; -c sread, yield,
 step "FI_RSCNTR_CORE naming a missing provider" missing_core
 step "fi_rdm_rma_trigger: sockets directly, rscntr over sockets, shm, tcp and tcp;ofi_rxm" rma_trigger_side_by_side
 step "fi_rdm_rma_event: tcp and tcp;ofi_rxm directly, rscntr over them" rma_event_side_by_side
+step "fi_rdm_deferred_wq: as shipped (the server hangs, asserted) and patched, every op, sockets directly and rscntr over sockets, shm, tcp, tcp;ofi_rxm" deferred_wq
 step "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
 step "bound-counter benchmark smoke run (bench/bound_wake.c over each core; timing not checked)" bound_smoke
 step "trigger-latency benchmark smoke run (bench/trigger_lat.c over shm, tcp;ofi_rxm; timing not checked)" trigger_smoke
