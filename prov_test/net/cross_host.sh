@@ -30,7 +30,8 @@
 # and ranks 2-3 host h2, and at least 4 MiB crossed the switch from each host during the run
 # (mpi_rscntr: the pairs 0-2 and 1-3 exchange 4 MiB messages each way; rma_heavy: every rank
 # puts and gets 8 MiB to and from its peer on the other host); over rscntr the log must also
-# show rscntr binding its counters (`rscntr:ep_ctrl:bind() ... bound an rscntr counter`).
+# show rscntr binding its counters to the core (`rscntr:ep_ctrl:bind() ... bound an rscntr
+# counter to core <core>`).
 # Exit 0 when, for every core and program, the core passes and rscntr passes too (a core that
 # fails here proves nothing about rscntr: the network or the launcher is broken), 1 otherwise.
 # Every process runs under `timeout` (each mpiexec CROSS_TIMEOUT s, default 60); the hosts are
@@ -74,8 +75,9 @@ run() { # NAME PROGRAM VAR=value...: one mpiexec, 4 ranks on h1,h2; prints the v
     for r in 0 1; do grep -aq "^rank $r of 4 on h1$" "$log" || why+=" rank $r not on h1"; done
     for r in 2 3; do grep -aq "^rank $r of 4 on h2$" "$log" || why+=" rank $r not on h2"; done
     [ $rx1 -ge 4096 ] && [ $rx2 -ge 4096 ] || why+=" less than 4 MiB crossed the switch"
-    case $name in
-        rscntr*) grep -aqE 'rscntr:ep_ctrl:bind\(\).*bound an rscntr counter' "$log" || why+=" no rscntr counter bound" ;;
+    case $name in # ($core: the core of the loop below)
+        rscntr*) grep -aE 'rscntr:ep_ctrl:bind\(\).*bound an rscntr counter' "$log" |
+                     grep -aqF "bound an rscntr counter to core $core " || why+=" no rscntr counter bound to $core" ;;
     esac
     if [ -n "$why" ]; then
         ok=0
