@@ -273,10 +273,18 @@ static int post_recv(void)
 	}
 }
 
+/* How long a send may wait for room or for its completion: the first send to a peer opens
+ * the connection, and over a lossy link (-N) a lost SYN costs TCP 1 s before it retransmits
+ * (seen: "warmup send failed" over tcp across the shaped link, 1 run in 120). */
+static uint64_t send_limit_ns(void)
+{
+	return (uint64_t) wait_ms * (MAX_TIMEOUTS + 1) * 1000000ull;
+}
+
 /* Reap transmit completions; with block, until every posted send has completed. */
 static int reap_tx(int block)
 {
-	uint64_t give_up = now_ns() + (uint64_t) wait_ms * 1000000ull;
+	uint64_t give_up = now_ns() + send_limit_ns();
 	while (tx_done < tx_posted) {
 		struct fi_cq_entry e[8];
 		ssize_t r = fi_cq_read(txcq, e, 8);
@@ -303,7 +311,7 @@ static int reap_tx(int block)
 
 static int post_send(uint64_t seq, uint64_t flags)
 {
-	uint64_t give_up = now_ns() + (uint64_t) wait_ms * 1000000ull;
+	uint64_t give_up = now_ns() + send_limit_ns();
 	int ret = reap_tx(1); /* one send in flight at most: txbuf is reused */
 	if (ret)
 		return ret;
@@ -433,33 +441,41 @@ static int pp_responder(int *timeouts, const char **why)
 
 enum { CMD_WAITING = 'w', CMD_DONE = 'd', CMD_PP = 'p' };
 
+/* The sender's side; when it stops early it says why on stderr (the receiver only sees its
+ * messages stop coming). */
 static void sender(void)
 {
 	unsigned seed = (unsigned) getpid() ^ (unsigned) now_ns();
 	const char *why;
-	int timeouts = 0;
-	if (pp_responder(&timeouts, &why))
+	int timeouts = 0, ret;
+	if (pp_responder(&timeouts, &why)) {
+		fprintf(stderr, "sender: warm-up stopped: %s\n", why ? why : "");
 		return;
-	for (;;) {
+	}
+	for (int n = 0;; n++) {
 		char c;
 		if (oob_recv(&c, 1, (wait_ms + 1000) * (MAX_TIMEOUTS + 1)))
 			return;
 		if (c == CMD_DONE)
 			break;
-		if (reap_tx(1))
+		if ((ret = reap_tx(1))) {
+			fprintf(stderr, "sender: wake sample %d: reaping the last send: %d\n", n, ret);
 			return;
+		}
 		struct timespec idle = { 0, 1000000L + (long) (rand_r(&seed) % 4000001) };
 		nanosleep(&idle, NULL);
-		if (post_send(tx_posted + 1, 0))
+		if ((ret = post_send(tx_posted + 1, 0))) {
+			fprintf(stderr, "sender: wake sample %d: send failed: %d(%s)\n", n, ret, fi_strerror(-ret));
 			return;
+		}
 	}
 	/* pingpong: the parent's CMD_PP byte says it is ready */
 	char c;
 	if (oob_recv(&c, 1, (wait_ms + 1000) * (MAX_TIMEOUTS + 1)) || c != CMD_PP)
 		return;
 	timeouts = 0;
-	if (pp_responder(&timeouts, &why) == 0)
-		pp_responder(&timeouts, &why);
+	if (pp_responder(&timeouts, &why) || pp_responder(&timeouts, &why))
+		fprintf(stderr, "sender: pingpong stopped: %s\n", why ? why : "");
 }
 
 static void receiver(void)
