@@ -644,14 +644,17 @@ if os.path.exists(os.path.join(docs, "benchmarks.md")):
 def kept(begin, end):
     """A section's text as the existing file has it (between its markers), or nothing."""
     if begin in old and end in old:
-        return old.split(begin)[1].split(end)[0].strip("\n") + "\n"
+        text = old.split(begin)[1].split(end)[0]
+        return text[1:] if text.startswith("\n") else text
     return ""
 
 
 if glob.glob(os.path.join(src, "cntr-*.txt")) or glob.glob(os.path.join(src, "pp-*.txt")):
     main_text = "\n".join(main_part()) + "\n"
 else:
-    main_text = old.split(BEGIN)[0].split(H_BEGIN)[0].rstrip() + "\n"
+    # as it stands, less the newline the sections below are joined with
+    main_text = old.split(BEGIN)[0].split(H_BEGIN)[0]
+    main_text = main_text[:-1] if main_text.endswith("\n\n") else main_text
 if glob.glob(os.path.join(src, "bound-idle-*.txt")) or glob.glob(os.path.join(src, "bound-load-*.txt")):
     bound_text = "\n".join(bound_part()) + "\n"
 else:
