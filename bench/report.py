@@ -389,7 +389,17 @@ def bound_part(hosts=False):
             "wake median ≤ 1.1× the core's, p99 ≤ 1.5×, CPU per idle wait ≤ 2×, for each wait "
             "object, against the core's counter of that wait object or, where the core refuses "
             "it, the core's UNSPEC counter. shm does not cross hosts; there is no loaded "
-            "variant. What is measured, as on loopback:\n")
+            "variant." + (
+                " Over sockets, the core's progress thread spins for 10 ms after any activity "
+                "(`FI_SOCKETS_PE_WAITTIME`), in both processes, so on a 2-core machine a run's "
+                "wake latency depends on where the scheduler puts the two spinning threads, "
+                "and the medians of separate runs differ up to tenfold, for the core and "
+                "rscntr alike (the ranges below): the median over the runs follows how many "
+                "runs were lucky. rscntr's UNSPEC, YIELD and FD counters over sockets all sleep in "
+                "the core counter's own wait (one code path: a YIELD waiter does not spin "
+                "against the core's progress thread)."
+                if "sockets" in cores else "") +
+            " What is measured, as on loopback:\n")
     else:
         md = ["## Bound counters: idle wake and counter pingpong\n"]
         md.append(
