@@ -631,7 +631,7 @@ def bound_part(hosts=False):
             xs = [i - 0.4 + (k + 0.5) * width for i in x]
             ys = [m(v, c, via, w, "pp", 0) for c, w in groups]
             ax.bar([a for a, b in zip(xs, ys) if b], [b for b in ys if b], width=width,
-                   color=colors[via], alpha=1.0 if v == "idle" else 0.45,
+                   color=colors[via], alpha=0.45 if v == "load" else 1.0,
                    label=f"{'core alone' if via == 'core' else 'rscntr'}, {d.split(':')[0]}")
             k += 1
     ax.set_yscale("log")
