@@ -557,13 +557,14 @@ step "MPICH over rscntr(tcp;ofi_rxm), FI_PROVIDER=rscntr, patched libfabric 2.5.
 # MPI across hosts (prov_test/net/cross_host.sh): the MPI program and the counter-heavy RMA
 # program, each over the core directly and over rscntr on it. rscntr over tcp;ofi_rxm needs a
 # route for MPICH to select it (CROSS_RXM_ENV): today's is the patched libfabric of the step
-# above, used when it is built; without it tcp;ofi_rxm runs directly only.
+# above, used when it is built; without it tcp;ofi_rxm runs directly only. 12 mpiexecs at most,
+# each under its own 60 s timeout.
 cross_host_mpi() {
     local patched=$DEPS/lf25-patched/lib
     if [ -z "${CROSS_RXM_ENV:-}" ] && [ -f "$patched/libfabric.so.1" ]; then
-        CROSS_RXM_ENV="LD_LIBRARY_PATH=$patched ${MPICH_RXM_SET[*]}" timeout 600 prov_test/net/cross_host.sh
+        CROSS_RXM_ENV="LD_LIBRARY_PATH=$patched ${MPICH_RXM_SET[*]}" timeout 900 prov_test/net/cross_host.sh
     else
-        timeout 600 prov_test/net/cross_host.sh
+        timeout 900 prov_test/net/cross_host.sh
     fi
 }
 step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets; tcp;ofi_rxm when MPICH has a route to rscntr over it)" \
