@@ -2,8 +2,8 @@
 # Runs every test: sets up first (scripts/setup.sh), then the cargo checks and tests, the C
 # programs in prov_test/ and examples/ against libfabric 2.1 and 2.5.1, the man page's freshness,
 # fi_info -e and log-line checks, scripts/install.sh into a temporary prefix, the hardening steps
-# (loom, valgrind, ASan, Miri; hosts on this machine: shaped links, a link cut, MPICH across
-# hosts), libfabric's own
+# (loom, valgrind, ASan, Miri; hosts on this machine: shaped links, a link cut, MPICH and SOS
+# across hosts, faults mid-run), libfabric's own
 # fabtests, the ways of selecting rscntr (also against a debug libfabric 2.1) and Sandia
 # OpenSHMEM's test suite over sockets and tcp;ofi_rxm, each core against rscntr over it. Every
 # external process runs under `timeout`. Ends with "test.sh: N passed, M failed" (", K skipped"
@@ -567,8 +567,21 @@ step "Open MPI over rscntr, selected by mtl_ofi_provider_include alone (no FI_PR
     ompi_over_rscntr -x FI_RSCNTR_CORE=tcp
 step "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets)" mpich_capability_sets
 step "MPICH over rscntr(tcp;ofi_rxm), FI_PROVIDER=rscntr, patched libfabric 2.5.1" mpich_over_layering
-step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh): rscntr passes where the core passes (tcp, sockets)" \
-    timeout 300 prov_test/net/cross_host.sh
+# MPI across hosts (prov_test/net/cross_host.sh): the MPI program and the counter-heavy RMA
+# program, each over the core directly and over rscntr on it. rscntr over tcp;ofi_rxm needs a
+# route for MPICH to select it (CROSS_RXM_ENV): today's is the patched libfabric of the step
+# above, used when it is built; without it tcp;ofi_rxm runs directly only. 12 mpiexecs at most,
+# each under its own 60 s timeout.
+cross_host_mpi() {
+    local patched=$DEPS/lf25-patched/lib
+    if [ -z "${CROSS_RXM_ENV:-}" ] && [ -f "$patched/libfabric.so.1" ]; then
+        CROSS_RXM_ENV="LD_LIBRARY_PATH=$patched ${MPICH_RXM_SET[*]}" timeout 900 prov_test/net/cross_host.sh
+    else
+        timeout 900 prov_test/net/cross_host.sh
+    fi
+}
+step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets; tcp;ofi_rxm when MPICH has a route to rscntr over it)" \
+    cross_host_mpi
 step "faults mid-run across two hosts, the core directly beside rscntr (2 s flap under MPI, a lost host, waits with the link cut, 5 % loss)" \
     timeout 300 prov_test/net/faults.sh
 step "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
@@ -588,6 +601,17 @@ sos_default_over_rxm() {
 }
 step "SOS counter tests, default build over rscntr(tcp;ofi_rxm), remote-access counters: passes what the hard-polling build passes over tcp;ofi_rxm" \
     sos_default_over_rxm
+# The counter tests again across 2 hosts x 2 PEs (prov_test/net/hosts.sh, shaped links; oshrun
+# through prov_test/net/ns_launch.sh), each core directly beside rscntr over it.
+sos_hosts() { # <variant> <core> [<core's variant>]
+    RSCNTR_SOS_HOSTS=1 RSCNTR_SOS_TIMEOUT=180 RSCNTR_SOS_CORE_VARIANT=${3:-$1} sos run.sh "$1" "$2" counters
+}
+step "SOS counter tests across 2 hosts x 2 PEs, default build: rscntr over sockets passes what sockets passes" \
+    sos_hosts default sockets
+step "SOS counter tests across 2 hosts x 2 PEs, hard-polling build: rscntr over tcp;ofi_rxm passes what it passes" \
+    sos_hosts hard-polling "tcp;ofi_rxm"
+step "SOS counter tests across 2 hosts x 2 PEs, default build over rscntr(tcp;ofi_rxm): passes what the hard-polling build passes over tcp;ofi_rxm" \
+    sos_hosts default "tcp;ofi_rxm" hard-polling
 for core in shm tcp "tcp;ofi_rxm"; do
     step "runfabtests.sh -S -t quick rscntr over $core" runfabtests_over "$core"
 done
