@@ -4,12 +4,17 @@
  * endpoint whose receive counter (FI_RECV bind, FI_CNTR_EVENTS_COMP) has the chosen wait object.
  *
  *   bound_wake -p <provider> -w unspec|yield|fd [-n samples] [-i pingpong iterations]
- *              [-S pingpong ms] [-P port] [-a addr] [-T wait timeout ms] [-D deadline s]
+ *              [-S pingpong ms] [-P port] [-a addr] [-A sender addr] [-N sender netns]
+ *              [-T wait timeout ms] [-D deadline s]
  *
  * The process forks: the parent is the receiver (it measures), the child the sender. Each opens
  * its own fabric, domain, endpoint and counter after the fork; the endpoint names and a
  * per-sample "I am waiting" byte travel over a socketpair. The endpoints bind to <addr>:<port>
  * (receiver) and <addr>:<port+1> (sender) where the provider takes an address.
+ * Across hosts (scripts/bench_bound_hosts.sh): -N names a network namespace (a path such as
+ * /run/netns/NAME) the sender joins right after the fork, before it opens anything, and -A its
+ * address there; the receiver stays where it was started. Both still share this machine's
+ * CLOCK_MONOTONIC and the socketpair, so only the provider's traffic crosses the link.
  *
  * 1. warm-up: 20 round trips (connections established, both sides progressing);
  * 2. idle wake, n samples: the receiver reposts its receive, tells the sender it is about to
@@ -39,9 +44,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -76,6 +83,7 @@ struct msg {
 #define FLAG_LAST 1
 
 static const char *prov = "rscntr", *addr = "127.0.0.1", *wait_name = "unspec";
+static const char *sender_addr, *sender_netns;
 static int port = 19000, samples = 500, pp_iters = 5000, pp_budget_ms = 2000, wait_ms = 1000,
 	   deadline_s = 90;
 static enum fi_wait_obj wait_obj = FI_WAIT_UNSPEC;
@@ -183,7 +191,8 @@ static int setup(void)
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	snprintf(service, sizeof(service), "%d", port + (is_parent ? 0 : 1));
-	ret = fi_getinfo(fi_version(), addr, service, FI_SOURCE, hints, &info);
+	const char *node = !is_parent && sender_addr ? sender_addr : addr;
+	ret = fi_getinfo(fi_version(), node, service, FI_SOURCE, hints, &info);
 	if (ret == -FI_ENODATA) /* a provider that takes no IP address (none of today's) */
 		ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info);
 	fi_freeinfo(hints);
@@ -264,10 +273,18 @@ static int post_recv(void)
 	}
 }
 
+/* How long a send may wait for room or for its completion: the first send to a peer opens
+ * the connection, and over a lossy link (-N) a lost SYN costs TCP 1 s before it retransmits
+ * (seen: "warmup send failed" over tcp across the shaped link, 1 run in 120). */
+static uint64_t send_limit_ns(void)
+{
+	return (uint64_t) wait_ms * (MAX_TIMEOUTS + 1) * 1000000ull;
+}
+
 /* Reap transmit completions; with block, until every posted send has completed. */
 static int reap_tx(int block)
 {
-	uint64_t give_up = now_ns() + (uint64_t) wait_ms * 1000000ull;
+	uint64_t give_up = now_ns() + send_limit_ns();
 	while (tx_done < tx_posted) {
 		struct fi_cq_entry e[8];
 		ssize_t r = fi_cq_read(txcq, e, 8);
@@ -294,7 +311,7 @@ static int reap_tx(int block)
 
 static int post_send(uint64_t seq, uint64_t flags)
 {
-	uint64_t give_up = now_ns() + (uint64_t) wait_ms * 1000000ull;
+	uint64_t give_up = now_ns() + send_limit_ns();
 	int ret = reap_tx(1); /* one send in flight at most: txbuf is reused */
 	if (ret)
 		return ret;
@@ -424,33 +441,41 @@ static int pp_responder(int *timeouts, const char **why)
 
 enum { CMD_WAITING = 'w', CMD_DONE = 'd', CMD_PP = 'p' };
 
+/* The sender's side; when it stops early it says why on stderr (the receiver only sees its
+ * messages stop coming). */
 static void sender(void)
 {
 	unsigned seed = (unsigned) getpid() ^ (unsigned) now_ns();
 	const char *why;
-	int timeouts = 0;
-	if (pp_responder(&timeouts, &why))
+	int timeouts = 0, ret;
+	if (pp_responder(&timeouts, &why)) {
+		fprintf(stderr, "sender: warm-up stopped: %s\n", why ? why : "");
 		return;
-	for (;;) {
+	}
+	for (int n = 0;; n++) {
 		char c;
 		if (oob_recv(&c, 1, (wait_ms + 1000) * (MAX_TIMEOUTS + 1)))
 			return;
 		if (c == CMD_DONE)
 			break;
-		if (reap_tx(1))
+		if ((ret = reap_tx(1))) {
+			fprintf(stderr, "sender: wake sample %d: reaping the last send: %d\n", n, ret);
 			return;
+		}
 		struct timespec idle = { 0, 1000000L + (long) (rand_r(&seed) % 4000001) };
 		nanosleep(&idle, NULL);
-		if (post_send(tx_posted + 1, 0))
+		if ((ret = post_send(tx_posted + 1, 0))) {
+			fprintf(stderr, "sender: wake sample %d: send failed: %d(%s)\n", n, ret, fi_strerror(-ret));
 			return;
+		}
 	}
 	/* pingpong: the parent's CMD_PP byte says it is ready */
 	char c;
 	if (oob_recv(&c, 1, (wait_ms + 1000) * (MAX_TIMEOUTS + 1)) || c != CMD_PP)
 		return;
 	timeouts = 0;
-	if (pp_responder(&timeouts, &why) == 0)
-		pp_responder(&timeouts, &why);
+	if (pp_responder(&timeouts, &why) || pp_responder(&timeouts, &why))
+		fprintf(stderr, "sender: pingpong stopped: %s\n", why ? why : "");
 }
 
 static void receiver(void)
@@ -621,7 +646,7 @@ int main(int argc, char **argv)
 {
 	int opt;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "p:w:n:i:S:P:a:T:D:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:w:n:i:S:P:a:A:N:T:D:")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'w': wait_name = optarg; break;
@@ -630,11 +655,14 @@ int main(int argc, char **argv)
 		case 'S': pp_budget_ms = atoi(optarg); break;
 		case 'P': port = atoi(optarg); break;
 		case 'a': addr = optarg; break;
+		case 'A': sender_addr = optarg; break;
+		case 'N': sender_netns = optarg; break;
 		case 'T': wait_ms = atoi(optarg); break;
 		case 'D': deadline_s = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s -p provider -w unspec|yield|fd [-n samples] "
-				"[-i pingpong iterations] [-S pingpong ms] [-P port] [-a addr] [-T wait ms] [-D deadline s]\n",
+				"[-i pingpong iterations] [-S pingpong ms] [-P port] [-a addr] [-A sender addr] "
+				"[-N sender netns] [-T wait ms] [-D deadline s]\n",
 				argv[0]);
 			return 2;
 		}
@@ -680,8 +708,19 @@ int main(int argc, char **argv)
 		pthread_create(&wd, NULL, watchdog_thread, NULL);
 	}
 
+	/* the sender moves to its host before libfabric sees anything of it */
+	int moved = 0;
+	if (!is_parent && sender_netns) {
+		int fd = open(sender_netns, O_RDONLY | O_CLOEXEC);
+		moved = fd >= 0 && setns(fd, CLONE_NEWNET) == 0 ? 0 : -1;
+		if (moved)
+			snprintf(setup_err, sizeof(setup_err), "error cannot join the network namespace %s: %s",
+				 sender_netns, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
 	/* both set up, then agree: either side's refusal ends the run, reported by the parent */
-	int ok = setup() == 0 && exchange_names() == 0;
+	int ok = moved == 0 && setup() == 0 && exchange_names() == 0;
 	char mine = ok ? 'y' : 'n', theirs = 'n';
 	oob_send(&mine, 1);
 	if (oob_recv(&theirs, 1, 30000))

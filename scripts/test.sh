@@ -2,8 +2,8 @@
 # Runs every test: sets up first (scripts/setup.sh), then the cargo checks and tests, the C
 # programs in prov_test/ and examples/ against libfabric 2.1 and 2.5.1, the man page's freshness,
 # fi_info -e and log-line checks, scripts/install.sh into a temporary prefix, the hardening steps
-# (loom, valgrind, ASan, Miri; hosts on this machine: shaped links, a link cut, MPICH across
-# hosts), libfabric's own
+# (loom, valgrind, ASan, Miri; hosts on this machine: shaped links, a link cut, MPICH and SOS
+# across hosts, faults mid-run), libfabric's own
 # fabtests, the ways of selecting rscntr (also against a debug libfabric 2.1) and Sandia
 # OpenSHMEM's test suite over sockets and tcp;ofi_rxm, each core against rscntr over it. Every
 # external process runs under `timeout`. Ends with "test.sh: N passed, M failed" (", K skipped"
@@ -125,6 +125,18 @@ rma_event_side_by_side() {
     ft_pair 9657 rscntr tcp fi_rdm_rma_event || ok=1
     ft_pair 9658 rscntr "tcp;ofi_rxm" fi_rdm_rma_event || ok=1
     return $ok
+}
+
+# fi_rdm_deferred_wq (the domain's deferred work queue). As fabtests 2.1 ships it, its server
+# waits for a remote write on a counter bound FI_RECV only and hangs on every provider;
+# patches/fabtests-2.1.0-deferred-wq.patch fixes the test. prov_test/fabtests/deferred_wq.sh
+# asserts the shipped test's hang over sockets and rscntr(sockets), and runs the patched test
+# (built alone from the Debian tarball, cached in .deps/ft-deferred-wq), the default op and every
+# -T op, over sockets directly and rscntr over sockets, shm, tcp and tcp;ofi_rxm.
+deferred_wq() {
+    local bin
+    bin=$(timeout 600 prov_test/fabtests/patched_deferred_wq.sh) || return 1
+    timeout 900 prov_test/loopback_only.sh bash prov_test/fabtests/deferred_wq.sh "$bin" "$LF21"
 }
 
 # fi_rdm_cntr_pingpong client and server on 127.0.0.1 (counters only, no CQ completions).
@@ -579,6 +591,7 @@ step "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm, sockets; -c sread, yield,
 step "FI_RSCNTR_CORE naming a missing provider" missing_core
 step "fi_rdm_rma_trigger: sockets directly, rscntr over sockets, shm, tcp and tcp;ofi_rxm" rma_trigger_side_by_side
 step "fi_rdm_rma_event: tcp and tcp;ofi_rxm directly, rscntr over them" rma_event_side_by_side
+step "fi_rdm_deferred_wq: as shipped (the server hangs, asserted) and patched, every op, sockets directly and rscntr over sockets, shm, tcp, tcp;ofi_rxm" deferred_wq
 step "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
 step "bound-counter benchmark smoke run (bench/bound_wake.c over each core; timing not checked)" bound_smoke
 step "trigger-latency benchmark smoke run (bench/trigger_lat.c over shm, tcp;ofi_rxm; timing not checked)" trigger_smoke
@@ -631,8 +644,21 @@ auto_progress_side_by_side() {
 step "automatic progress: each core directly beside rscntr over it (prov_test/auto_progress.c)" auto_progress_side_by_side
 step "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscntr,tcp;ofi_rxm', automatic progress scored" mpich_over_layering_unpatched
 step "MPICH over rscntr(tcp;ofi_rxm), FI_PROVIDER=rscntr, patched libfabric 2.5.1" mpich_over_layering
-step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh): rscntr passes where the core passes (tcp, sockets)" \
-    timeout 300 prov_test/net/cross_host.sh
+# MPI across hosts (prov_test/net/cross_host.sh): the MPI program and the counter-heavy RMA
+# program, each over the core directly and over rscntr on it. rscntr over tcp;ofi_rxm needs a
+# route for MPICH to select it (CROSS_RXM_ENV): today's is the patched libfabric of the step
+# above, used when it is built; without it tcp;ofi_rxm runs directly only. 12 mpiexecs at most,
+# each under its own 60 s timeout.
+cross_host_mpi() {
+    local patched=$DEPS/lf25-patched/lib
+    if [ -z "${CROSS_RXM_ENV:-}" ] && [ -f "$patched/libfabric.so.1" ]; then
+        CROSS_RXM_ENV="LD_LIBRARY_PATH=$patched ${MPICH_RXM_SET[*]}" timeout 900 prov_test/net/cross_host.sh
+    else
+        timeout 900 prov_test/net/cross_host.sh
+    fi
+}
+step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets; tcp;ofi_rxm when MPICH has a route to rscntr over it)" \
+    cross_host_mpi
 step "faults mid-run across two hosts, the core directly beside rscntr (2 s flap under MPI, a lost host, waits with the link cut, 5 % loss)" \
     timeout 300 prov_test/net/faults.sh
 step "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
@@ -652,6 +678,17 @@ sos_default_over_rxm() {
 }
 step "SOS counter tests, default build over rscntr(tcp;ofi_rxm), remote-access counters: passes what the hard-polling build passes over tcp;ofi_rxm" \
     sos_default_over_rxm
+# The counter tests again across 2 hosts x 2 PEs (prov_test/net/hosts.sh, shaped links; oshrun
+# through prov_test/net/ns_launch.sh), each core directly beside rscntr over it.
+sos_hosts() { # <variant> <core> [<core's variant>]
+    RSCNTR_SOS_HOSTS=1 RSCNTR_SOS_TIMEOUT=180 RSCNTR_SOS_CORE_VARIANT=${3:-$1} sos run.sh "$1" "$2" counters
+}
+step "SOS counter tests across 2 hosts x 2 PEs, default build: rscntr over sockets passes what sockets passes" \
+    sos_hosts default sockets
+step "SOS counter tests across 2 hosts x 2 PEs, hard-polling build: rscntr over tcp;ofi_rxm passes what it passes" \
+    sos_hosts hard-polling "tcp;ofi_rxm"
+step "SOS counter tests across 2 hosts x 2 PEs, default build over rscntr(tcp;ofi_rxm): passes what the hard-polling build passes over tcp;ofi_rxm" \
+    sos_hosts default "tcp;ofi_rxm" hard-polling
 for core in shm tcp "tcp;ofi_rxm"; do
     step "runfabtests.sh -S -t quick rscntr over $core" runfabtests_over "$core"
 done
