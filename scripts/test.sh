@@ -645,19 +645,14 @@ step "automatic progress: each core directly beside rscntr over it (prov_test/au
 step "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscntr,tcp;ofi_rxm', automatic progress scored" mpich_over_layering_unpatched
 step "MPICH over rscntr(tcp;ofi_rxm), FI_PROVIDER=rscntr, patched libfabric 2.5.1" mpich_over_layering
 # MPI across hosts (prov_test/net/cross_host.sh): the MPI program and the counter-heavy RMA
-# program, each over the core directly and over rscntr on it. rscntr over tcp;ofi_rxm needs a
-# route for MPICH to select it (CROSS_RXM_ENV): today's is the patched libfabric of the step
-# above, used when it is built; without it tcp;ofi_rxm runs directly only. 12 mpiexecs at most,
-# each under its own 60 s timeout.
+# program, each over the core directly and over rscntr on it. rscntr over tcp;ofi_rxm is
+# selected the way the step "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is" above does
+# (CROSS_RXM_ENV; the unpatched wheel). 12 mpiexecs at most, each under its own 60 s timeout.
 cross_host_mpi() {
-    local patched=$DEPS/lf25-patched/lib
-    if [ -z "${CROSS_RXM_ENV:-}" ] && [ -f "$patched/libfabric.so.1" ]; then
-        CROSS_RXM_ENV="LD_LIBRARY_PATH=$patched ${MPICH_RXM_SET[*]}" timeout 900 prov_test/net/cross_host.sh
-    else
+    CROSS_RXM_ENV=${CROSS_RXM_ENV:-"FI_PROVIDER=rscntr,tcp;ofi_rxm MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_PROGRESS=1 ${MPICH_RXM_SET[*]}"} \
         timeout 900 prov_test/net/cross_host.sh
-    fi
 }
-step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets; tcp;ofi_rxm when MPICH has a route to rscntr over it)" \
+step "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets, tcp;ofi_rxm)" \
     cross_host_mpi
 step "faults mid-run across two hosts, the core directly beside rscntr (2 s flap under MPI, a lost host, waits with the link cut, 5 % loss)" \
     timeout 300 prov_test/net/faults.sh
