@@ -27,7 +27,8 @@
  * |             | FI_CANCEL_WORK (0, then -FI_ENOENT), FI_FLUSH_WORK, a chain of three works     |
  * | data work   | FI_OP_SEND/RECV/TSEND/TRECV/WRITE/READ/                                        |
  * |             | ATOMIC: completion_cntr +1 each, no CQ entry, bound counters unmoved, unless   |
- * |             | FI_COMPLETION                                                                 |
+ * |             | FI_COMPLETION; 200 times a completion counter closed as soon as it reads its  |
+ * |             | count: never -FI_EBUSY                                                        |
  * | refused     | (FI_RSCNTR_TEST_FAIL=post only, instead of the rest) a deferred send the core |
  * |             | refuses: one error of its completion counter; a refused triggered send: none  |
  * | stress      | 4 threads add 1 x 10000 while 200 deferred FI_OP_CNTR_ADD (thresholds 1..40000 |
@@ -1208,6 +1209,47 @@ static void test_work_data(void)
 	WAIT_CNTR(txc, tx0 + 1);
 	WAIT_CNTR(rxc, rx0 + 1);
 	CHECK_RX(rs, "work-completion");
+
+	/* The application may close a completion counter as soon as it reads the count (MPICH's
+	 * triggered broadcasts do): 200 times a receive and a send met at submission, their
+	 * completion counter read until it says 2 (the watcher counts them) and closed at once:
+	 * never -FI_EBUSY (rscntr once let go of the counter only after counting). */
+	int busy = 0, round;
+	for (round = 0; round < 200 && !busy; round++) {
+		struct fid_cntr *c2 = open_cntr();
+		if (!c2)
+			break;
+		int rs2 = next_rx++ % NSLOT, ts2 = fill_tx("close-at-count");
+		memset(mem.rx[rs2], 0, SZ);
+		WORK(10, FI_OP_RECV, msg, &om[0]);
+		w[10].threshold = 0;
+		w[10].completion_cntr = c2;
+		iov[10] = (struct iovec) { mem.rx[rs2], SZ };
+		om[0] = (struct fi_op_msg) { .ep = ep, .msg = { .msg_iov = &iov[10], .desc = &desc,
+			.iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &w[10].context } };
+		WORK(11, FI_OP_SEND, msg, &om[1]);
+		w[11].threshold = 0;
+		w[11].completion_cntr = c2;
+		iov[11] = (struct iovec) { mem.tx[ts2], SZ };
+		om[1] = (struct fi_op_msg) { .ep = ep, .msg = { .msg_iov = &iov[11], .desc = &desc,
+			.iov_count = 1, .addr = self, .context = &w[11].context } };
+		CHECK_RET(queue(&w[10]), 0);
+		CHECK_RET(queue(&w[11]), 0);
+		double t0 = now_ms();
+		while (fi_cntr_read(c2) < 2 && now_ms() - t0 < TMO)
+			;
+		CHECK(fi_cntr_read(c2) == 2, "round %d: completion counter %" PRIu64 ", expected 2",
+		      round, fi_cntr_read(c2));
+		int r = fi_close(&c2->fid);
+		if (r) {
+			busy = r;
+			while (r == -FI_EBUSY && now_ms() - t0 < 2 * TMO)
+				r = fi_close(&c2->fid);
+		}
+		CHECK_RX(rs2, "close-at-count");
+	}
+	CHECK(busy == 0, "closing a completion counter that just read its count: %d (%s) in round %d",
+	      busy, fi_strerror(-busy), round);
 #undef WORK
 	(void) fi_control(&domain->fid, FI_FLUSH_WORK, NULL);
 	close_cntr(wc);

@@ -321,8 +321,12 @@ impl Deferred {
     unsafe fn finish(&self, rec: &Record, ok: bool, counted: bool) {
         // SAFETY: held since post.
         if let Some(c) = rec.completion.map(|c| unsafe { &*c }) {
+            // The hold becomes a use before the count moves: the application may close the
+            // counter as soon as it sees the count (MPICH's triggered broadcasts do), and a
+            // close waits out a use where it refuses a hold (-FI_EBUSY).
+            c.begin_use();
             let _ = if ok { c.add(1) } else { c.add_err(1) };
-            c.release();
+            c.end_use();
         }
         if counted && !ok {
             for u in &rec.premoved {
