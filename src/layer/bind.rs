@@ -189,7 +189,9 @@ unsafe fn patch_fid(
     }
 }
 
-/// A context of a scalable endpoint: the core's, with rscntr's bind.
+/// A context of a scalable endpoint: the core's, with rscntr's bind, and trigger-able when the
+/// scalable endpoint is (MPICH over sockets posts its triggered collectives' deferred work on
+/// the contexts of its scalable endpoint).
 ///
 /// # Safety
 /// `sep` was patched by [`patch_ep`]; `out` is the core's out pointer, filled when `ret` is 0.
@@ -198,7 +200,13 @@ unsafe fn patched_ctx(sep: *mut ofi::fid_ep, ret: c_int, out: *mut *mut ofi::fid
         // SAFETY: the core created a context and stored it through `out`.
         unsafe {
             let b = binder(sep.cast());
-            patch_ep(*out, &*b.home, &b.core, std::ptr::null_mut(), false)
+            patch_ep(
+                *out,
+                &*b.home,
+                &b.core,
+                std::ptr::null_mut(),
+                !b.trigger.is_null(),
+            )
         };
     }
     ret
