@@ -17,6 +17,11 @@ use parking_lot::Mutex;
 use std::ffi::c_int;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// How long a waiter on an unbound counter sleeps at most between two pulls while its domain
+/// drives something for such counters ([`CntrHome::drives_unbound`]).
+const UNBOUND_POLL: Duration = Duration::from_micros(200);
 
 /// A counter fid over one kind of engine. Each kind has its own ops tables, so the software
 /// path is exactly the engine's software counter, with no test of which backend it is.
@@ -98,8 +103,11 @@ impl<B: Backing> Cntr<B> {
     /// in whatever the core counted itself (see the layer's feed); nothing while unbound.
     #[inline]
     pub(super) fn sync(&self, errors_too: bool) {
-        if let Some(feed) = self.feed() {
-            feed.sync(self.engine.counter(), errors_too);
+        match self.feed() {
+            Some(feed) => feed.sync(self.engine.counter(), errors_too),
+            // Unbound: what the domain drives for such counters (its deferred operations'
+            // completions), one load when nothing.
+            None => self.home().drive_unbound(),
         }
     }
 
@@ -168,6 +176,9 @@ impl<B: Backing> Source for Cntr<B> {
     fn wake(&self) -> Wake<'_> {
         match self.feed() {
             Some(feed) => feed.wake(),
+            // Unbound, with deferred operations outstanding in the domain: their completions
+            // are counted when the core's CQs are read, which each pull does.
+            None if self.home().drives_unbound() => Wake::After(UNBOUND_POLL),
             // Unbound: nothing completes, only this counter's own ops change anything.
             None => Wake::Notified,
         }

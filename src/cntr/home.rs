@@ -28,6 +28,15 @@ pub trait CntrHome: Sync + 'static {
         let _ = eventfd;
         Ok(None)
     }
+    /// What moves a counter bound to nothing besides the application's own calls, driven from
+    /// its fi_cntr_read and between the checks of its fi_cntr_wait (a layered domain's
+    /// deferred operations, whose completions are counted when rscntr reads the core's CQs).
+    fn drive_unbound(&self) {}
+    /// True while [`CntrHome::drive_unbound`] has something to drive: a waiter then pulls
+    /// now and then rather than sleep until the counter's own ops wake it.
+    fn drives_unbound(&self) -> bool {
+        false
+    }
 }
 
 /// Slots alone are a home whose counters no core counts for: rscntr's own domain's.

@@ -146,6 +146,17 @@ impl Deferred {
         let _ = self.notes.set(Notes(notes));
     }
 
+    /// Reads every filtered CQ of the domain once, as the watcher does (a counter's reader
+    /// drives the deferred completions it waits for).
+    pub fn fill_all(&self) {
+        let filters = self.filters.lock().clone();
+        for f in filters {
+            // SAFETY: the filters live until the domain closes, which cannot happen while a
+            // counter of it is being read; fill skips a closed CQ.
+            unsafe { (*f).fill() };
+        }
+    }
+
     /// Deferred operations posted and not completed.
     pub fn outstanding(&self) -> usize {
         self.live.load(Ordering::Acquire)
