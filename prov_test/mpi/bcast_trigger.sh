@@ -14,8 +14,9 @@
 # patches/mpich-5-triggered-by-caps.patch (scripts/patched_mpich.sh) in .deps/mpich-patched:
 # without it this exits 77 after the wheel's check. The wheel's hydra mpiexec starts the ranks.
 #
-# BCAST_TRIGGER_CORES (default "sockets rscntr(sockets) rscntr(shm)"; "rscntr(tcp;ofi_rxm)"
-# needs the libfabric of BCAST_TRIGGER_RXM_LIB), BCAST_TRIGGER_RANKS (default "2 3 4"),
+# BCAST_TRIGGER_CORES (default "sockets rscntr(sockets) rscntr(shm)", and "rscntr(tcp;ofi_rxm)"
+# when a patched libfabric is there, below, or in BCAST_TRIGGER_RXM_LIB), BCAST_TRIGGER_RANKS
+# (default "2 3 4"),
 # BCAST_TRIGGER_TREES (default "kary knomial_1 knomial_2"), BCAST_TRIGGER_TIMEOUT (s, default
 # 180) narrow or widen the matrix. Logs: target/bcast_trigger/.
 set -uo pipefail
@@ -23,7 +24,16 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 . scripts/env.sh
 PATCHED=${MPICH_PATCHED:-$DEPS/mpich-patched}
-CORES=${BCAST_TRIGGER_CORES:-"sockets rscntr(sockets) rscntr(shm)"}
+# rscntr(tcp;ofi_rxm) needs FI_PROVIDER=rscntr to reach a layering, so libfabric patched with
+# patches/libfabric-2.5.1-open-hidden-core.patch: the lead's 2.1 build, or scripts/
+# patched_libfabric.sh's 2.5.1 (MPICH built against 2.1 runs on either).
+RXM_LIB=${BCAST_TRIGGER_RXM_LIB:-}
+for l in "$DEPS/lf21-patched/lib" "$DEPS/lf25-patched/lib"; do
+    [ -z "$RXM_LIB" ] && [ -f "$l/libfabric.so.1" ] && RXM_LIB=$l
+done
+DEFAULT_CORES="sockets rscntr(sockets) rscntr(shm)"
+[ -n "$RXM_LIB" ] && DEFAULT_CORES="$DEFAULT_CORES rscntr(tcp;ofi_rxm)"
+CORES=${BCAST_TRIGGER_CORES:-$DEFAULT_CORES}
 RANKS=${BCAST_TRIGGER_RANKS:-"2 3 4"}
 TREES=${BCAST_TRIGGER_TREES:-"kary knomial_1 knomial_2"}
 ALGOS="trigger_tree_tagged trigger_tree_rma"
@@ -35,6 +45,7 @@ mkdir -p "$LOGS"
 # here that fails that way prints XFAIL and does not fail this script; one that fails another
 # way is a failure; one that passes prints XPASS and fails it (the list is out of date).
 declare -A XFAIL=(
+    ["rscntr(tcp;ofi_rxm) trigger_tree_rma"]="OFI call mr_reg failed|not explained yet: the first broadcast passes, the second fails registering its buffer with MPICH's requested key (-FI_ENOKEY from rxm's registration with tcp: the key is in use), on every rank count and tree; registering, binding a counter to, enabling and closing an MR with one key three times over rscntr(tcp;ofi_rxm) works"
     ["rscntr(shm) trigger_tree_rma"]="OFI call mr_bind failed|shm refuses counters on MRs (-FI_ENOSYS), over rscntr too, so MPICH's fi_mr_bind of its receive counter fails; once rscntr's remote-access counters cover shm, MPICH's write to remote address 0 under shm's FI_MR_VIRT_ADDR remains"
 )
 
@@ -54,7 +65,7 @@ provider_line() { # <core>: what MPIR_CVAR_DEBUG_SUMMARY=1 must name
 }
 core_lib() { # <core>: the libfabric it runs against
     case $1 in
-        "rscntr(tcp;ofi_rxm)") echo "${BCAST_TRIGGER_RXM_LIB:-$DEPS/lf21-patched/lib}" ;;
+        "rscntr(tcp;ofi_rxm)") echo "${RXM_LIB:-no patched libfabric}" ;;
         *) echo "$LF_PREFIX/lib" ;;
     esac
 }
