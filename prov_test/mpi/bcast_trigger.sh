@@ -45,7 +45,7 @@ mkdir -p "$LOGS"
 # here that fails that way prints XFAIL and does not fail this script; one that fails another
 # way is a failure; one that passes prints XPASS and fails it (the list is out of date).
 declare -A XFAIL=(
-    ["rscntr(tcp;ofi_rxm) trigger_tree_rma"]="OFI call mr_reg failed|not explained yet: the first broadcast passes, the second fails registering its buffer with MPICH's requested key (-FI_ENOKEY from rxm's registration with tcp: the key is in use), on every rank count and tree; registering, binding a counter to, enabling and closing an MR with one key three times over rscntr(tcp;ofi_rxm) works"
+    ["rscntr(tcp;ofi_rxm) trigger_tree_rma"]="OFI call mr_reg failed|not explained yet: the first broadcast passes, the second fails registering its buffer with MPICH's requested key (-FI_ENOKEY from rxm's registration with tcp: the key is in use), on every rank count and tree; MPICH's requested key is its comm's conn_id, always -1 (UINT64_MAX, which is also FI_KEY_NOTAVAIL); registering, binding a counter to, enabling and closing an MR with that key three times over rscntr(tcp;ofi_rxm), with no remote write in between, works"
     ["rscntr(shm) trigger_tree_rma"]="OFI call mr_bind failed|shm refuses counters on MRs (-FI_ENOSYS), over rscntr too, so MPICH's fi_mr_bind of its receive counter fails; once rscntr's remote-access counters cover shm, MPICH's write to remote address 0 under shm's FI_MR_VIRT_ADDR remains"
 )
 
