@@ -82,6 +82,7 @@ valgrind)
     vg none stress RSCNTR_STRESS_OPS=40000   # valgrind runs one thread at a time
     vg shm trigger       # triggered operations, deferred work, the CQ filter
     vg sockets trigger
+    vg shm auto_progress # FI_PROGRESS_AUTO: the watcher reads a driven domain's CQs
     # fi_cntr_test passes vacuously when cntr_cnt is 0: demand its PASS line too
     fct() {
         local out rc
