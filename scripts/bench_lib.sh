@@ -14,7 +14,7 @@ pp() { # <prov dir> <prov> <core or -> <size>
     local envs=(LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$dir)
     [ "$core" != - ] && envs+=(FI_RSCNTR_CORE=$core)
     env "${envs[@]}" timeout 120 "$ROOT/prov_test/loopback_only.sh" sh -c '
-        fi_rdm_pingpong -p "$1" -B 9871 -S "$2" -I 5000 >/dev/null 2>&1 & sleep 0.3
+        fi_rdm_pingpong -p "$1" -B 9871 -s 127.0.0.1 -S "$2" -I 5000 >/dev/null 2>&1 & sleep 0.3
         fi_rdm_pingpong -p "$1" -P 9871 -S "$2" -I 5000 127.0.0.1; wait' sh "$prov" "$size" 2>/dev/null |
         awk -v s="$size" '$1 == s || ($1 == (s / 1024) "k") {print $6}'
 }

@@ -75,6 +75,17 @@ impl LayeredDomain {
         unsafe { &*self.orig_mr }
     }
 
+    /// The flags of an MR registration, for the core: where rscntr counts remote accesses
+    /// itself (`rma_event.rs`), FI_RMA_EVENT is its business, and the core was asked for no
+    /// such mode (under FI_MR_RMA_EVENT a core may hold the MR back until fi_mr_enable).
+    fn core_mr_flags(&self, flags: u64) -> u64 {
+        if self.home.rma.is_some() {
+            flags & !ofi::FI_RMA_EVENT
+        } else {
+            flags
+        }
+    }
+
     fn core_name(&self) -> &CStr {
         // SAFETY: the fabric outlives its domains (rscntr refuses to close it before).
         unsafe { &(*self.fabric).core }
@@ -583,7 +594,8 @@ unsafe extern "C" fn mr_reg(
     crate::ffi_boundary! {
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
-            let reg = LayeredDomain::of_fid(fid).orig_mr().reg.unwrap();
+            let layered = LayeredDomain::of_fid(fid);
+            let (reg, flags) = (layered.orig_mr().reg.unwrap(), layered.core_mr_flags(flags));
             patched_mr(fid, mr, |out| reg(fid, buf, len, access, offset, requested_key, flags, out, context))
         }
     }
@@ -604,7 +616,8 @@ unsafe extern "C" fn mr_regv(
     crate::ffi_boundary! {
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
-            let regv = LayeredDomain::of_fid(fid).orig_mr().regv.unwrap();
+            let layered = LayeredDomain::of_fid(fid);
+            let (regv, flags) = (layered.orig_mr().regv.unwrap(), layered.core_mr_flags(flags));
             patched_mr(fid, mr, |out| regv(fid, iov, count, access, offset, requested_key, flags, out, context))
         }
     }
@@ -619,7 +632,8 @@ unsafe extern "C" fn mr_regattr(
     crate::ffi_boundary! {
         // SAFETY: only patched core domains reach this op; the core's own op.
         unsafe {
-            let regattr = LayeredDomain::of_fid(fid).orig_mr().regattr.unwrap();
+            let layered = LayeredDomain::of_fid(fid);
+            let (regattr, flags) = (layered.orig_mr().regattr.unwrap(), layered.core_mr_flags(flags));
             patched_mr(fid, mr, |out| regattr(fid, attr, flags, out))
         }
     }

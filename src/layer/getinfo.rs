@@ -312,8 +312,11 @@ pub unsafe fn getinfo_over(
     let core_dom = unsafe { &mut *(*core_hints).domain_attr };
     // Automatic data progress the core does not deliver itself is rscntr's (`progress.rs`):
     // the core is asked for its own progress, and the infos say AUTO.
-    let emulated_auto =
-        progress::data_progress(core_dom) == AUTO && !progress::core_moves_data(core);
+    // SAFETY: NULL or valid (caller's contract).
+    let app_hints = unsafe { hints.as_ref() };
+    let asked_auto = progress::data_progress(core_dom) == AUTO;
+    let caps = app_hints.map_or(0, |h| h.caps);
+    let emulated_auto = asked_auto && !progress::core_moves_data(core, caps);
     if emulated_auto {
         // MANUAL rather than UNSPEC: rxm fills an unspecified progress with its own AUTO, and
         // then answers FI_THREAD_SAFE whatever threading was asked.
@@ -325,14 +328,19 @@ pub unsafe fn getinfo_over(
         core_dom.control_progress = ofi::fi_progress_FI_PROGRESS_UNSPEC;
         answer = ask(core_hints);
     }
-    // SAFETY: NULL or valid (caller's contract).
-    let app_hints = unsafe { hints.as_ref() };
     let result = answer.inspect(|&list| {
         // SAFETY: a list the core just returned, ours; hints NULL or valid.
         unsafe { finish(list, core, own, app_hints) };
+        let asked = app_hints.and_then(|h| unsafe { h.domain_attr.as_ref() });
         if emulated_auto {
             // SAFETY: as above; the caller's hints asked for it.
-            unsafe { say_auto(list, app_hints.and_then(|h| h.domain_attr.as_ref())) };
+            unsafe { say_auto(list, asked) };
+        } else if asked_auto {
+            // The core's own automatic progress, with the threading asked: rscntr opens the
+            // core domain thread safe for it (rxm's own thread needs it), whatever the
+            // application promised of its own calls.
+            // SAFETY: as above.
+            unsafe { keep_threading(list, asked) };
         } else if progress::data_progress(core_dom) == ofi::fi_progress_FI_PROGRESS_UNSPEC {
             // SAFETY: as above.
             unsafe { append_auto(list) };
@@ -424,6 +432,27 @@ unsafe fn say_auto(mut cur: *mut ofi::fi_info, asked: Option<&ofi::fi_domain_att
 }
 
 const AUTO: ofi::fi_progress = ofi::fi_progress_FI_PROGRESS_AUTO;
+
+/// Infos of a core's own automatic progress say the threading the hints asked for (rxm says
+/// FI_THREAD_SAFE whatever was asked: its progress thread needs the core domain thread safe,
+/// which rscntr opens it as; the application's promise about its own calls stands).
+///
+/// # Safety
+/// `list` is a list rscntr mirrored.
+unsafe fn keep_threading(mut cur: *mut ofi::fi_info, asked: Option<&ofi::fi_domain_attr>) {
+    let Some(threading) = asked
+        .map(|d| d.threading)
+        .filter(|&t| t != ofi::fi_threading_FI_THREAD_UNSPEC)
+    else {
+        return;
+    };
+    // SAFETY: walking a valid list; all attr pointers are set.
+    while let Some(i) = unsafe { cur.as_mut() } {
+        // SAFETY: as above.
+        unsafe { (*i.domain_attr).threading = threading };
+        cur = i.next;
+    }
+}
 
 /// For hints that leave the data progress open: after the infos with manual data progress,
 /// the same with automatic progress (rscntr's where the core does not move data by itself,

@@ -7,14 +7,16 @@
 //! with manual progress and `FI_THREAD_SAFE`, and rscntr's progress thread
 //! (`engine/progress.rs`) drives it through the domain's CQs, each read through rscntr's
 //! filter (`deferred.rs`): one read of no entries per CQ and pass, while every endpoint bound
-//! to the CQ is enabled. Those cores give nothing to sleep on (shm's own waits yield), so the
-//! thread's passes follow a schedule: quick while a pass finds new entries, doubling to 1 ms
-//! while none do; with no such domain open it costs nothing.
+//! to the CQ is enabled. Those cores give rscntr nothing to sleep on (shm's own waits yield), so
+//! the thread's passes follow a schedule: quick while a pass finds new entries, backing off to
+//! 50 ms when none come (`engine/progress.rs`); with no such domain open it costs nothing.
 //!
-//! sockets, whose own progress thread moves data, keeps its own. tcp says AUTO but moves an
-//! endpoint's data only on the application's calls, and rxm's own thread moves data only for
-//! endpoints with `FI_ATOMIC` and then demands `FI_THREAD_SAFE`: those are driven by rscntr too
-//! ([`core_moves_data`]). Domains that did not ask for AUTO are untouched.
+//! Where the core's own AUTO moves data (sockets; `ofi_rxm` for endpoints with `FI_ATOMIC`, which
+//! sleeps on its inner CQ's fd) it serves, with the threading the application asked for in the
+//! infos (rxm says `FI_THREAD_SAFE` whatever was asked, which MPICH refuses; rscntr opens the
+//! core domain thread safe itself). tcp says AUTO but moves an endpoint's data only on the
+//! application's calls, and rxm without `FI_ATOMIC` serves only connections: those are driven
+//! by rscntr too ([`core_moves_data`]). Domains that did not ask for AUTO are untouched.
 
 use super::deferred::Deferred;
 use super::getinfo::core_getinfo;
@@ -36,16 +38,15 @@ pub fn set_data_progress(dom: &mut ofi::fi_domain_attr, p: ofi::fi_progress) {
     dom.__bindgen_anon_1.data_progress = p;
 }
 
-/// Cores whose own automatic progress moves data without the application's calls, at the
-/// threading model the application asked for: sockets (a progress thread per domain, its only
-/// model). The others are driven by rscntr when asked for AUTO: shm and rxd refuse it; tcp says
-/// AUTO but starts its progress thread only for some wait objects (`xnet_cq.c`, `xnet_eq.c`),
-/// so an endpoint's data waits for the application's calls; `ofi_rxm`'s own thread reads the
-/// inner CQ only for endpoints with FI_ATOMIC (`rxm_cm_atomic_progress`; without it it serves
-/// connections only), and rxm then demands FI_THREAD_SAFE, which MPICH refuses.
-/// `prov_test/auto_progress.c` shows each.
-pub fn core_moves_data(core: &str) -> bool {
-    core == "sockets"
+/// Cores whose own automatic progress moves data without the application's calls: sockets
+/// (a progress thread per domain, its only model) and `ofi_rxm` for endpoints with FI_ATOMIC
+/// (its thread then sleeps on the inner CQ's fd and runs the endpoint's progress,
+/// `rxm_cm_atomic_progress`; without FI_ATOMIC it serves connections only). The others are
+/// driven by rscntr when asked for AUTO: shm and rxd refuse it; tcp says AUTO but starts its
+/// progress thread only for some wait objects (`xnet_cq.c`, `xnet_eq.c`), so an endpoint's data
+/// waits for the application's calls. `prov_test/auto_progress.c` shows each.
+pub fn core_moves_data(core: &str, caps: u64) -> bool {
+    core == "sockets" || (core.ends_with(";ofi_rxm") && caps & ofi::FI_ATOMIC as u64 != 0)
 }
 
 /// For a domain about to open from `core_info` (the application's info, in the core's name):
@@ -57,9 +58,9 @@ pub fn core_moves_data(core: &str) -> bool {
 /// `core_info` is a valid info with its attrs.
 pub unsafe fn needs_emulation(core_info: *mut ofi::fi_info, core: &str, version: u32) -> bool {
     // SAFETY: caller's contract.
-    let dom = unsafe { (*core_info).domain_attr.as_mut() };
+    let (caps, dom) = unsafe { ((*core_info).caps, (*core_info).domain_attr.as_mut()) };
     let Some(dom) = dom else { return false };
-    if data_progress(dom) != AUTO || core_moves_data(core) {
+    if data_progress(dom) != AUTO || core_moves_data(core, caps) {
         return false;
     }
     set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
