@@ -580,9 +580,16 @@ fn progress_thread_drives_until_unregistered() {
         assert!(progress::unregister(key));
         let after = d.passes.load(SeqCst);
         thread::sleep(Duration::from_millis(30));
-        assert_eq!(d.passes.load(SeqCst), after, "driven after unregister returned");
+        assert_eq!(
+            d.passes.load(SeqCst),
+            after,
+            "driven after unregister returned"
+        );
         drop(d);
-        assert!(!progress::unregister(key), "a second unregister finds nothing");
+        assert!(
+            !progress::unregister(key),
+            "a second unregister finds nothing"
+        );
     }
     assert_eq!(progress::stats().0, 0);
 }
