@@ -64,7 +64,7 @@ done
     echo
     echo "A domain, an endpoint with its CQ and a receive posted, then 2 s without a call: the CPU the"
     echo "process used meanwhile. With FI_PROGRESS_AUTO that is rscntr's progress thread, which passes"
-    echo "over an idle domain every 10 ms at most (these cores give it nothing to sleep on)."
+    echo "over an idle domain every 50 ms at most (these cores give it nothing to sleep on)."
     echo
     echo "| core | manual: CPU µs per s | AUTO: CPU µs per s | AUTO: share of one core |"
     echo "|---|---|---|---|"
