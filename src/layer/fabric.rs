@@ -4,7 +4,7 @@
 
 use super::cq;
 use super::domain::{self, FabricShare};
-use super::getinfo::{core_fabric_info, core_of_fabric};
+use super::getinfo::{self, core_fabric_info, core_of_fabric};
 use super::interpose::{close_through_core, open_through_core};
 use super::progress;
 use super::wait::CoreFabric;
@@ -195,7 +195,7 @@ unsafe extern "C" fn domain_open2(
                 == ofi::fi_progress_FI_PROGRESS_AUTO;
             // SAFETY: as above.
             let auto = unsafe {
-                progress::needs_emulation(core_info, &layered.share.core.to_string_lossy(), (*fabric).api_version)
+                getinfo::needs_emulation(core_info, &layered.share.core.to_string_lossy(), (*fabric).api_version)
             };
             auto_progress.set(auto);
             // SAFETY: a fresh dup with a domain attr.

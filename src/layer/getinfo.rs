@@ -555,3 +555,48 @@ pub unsafe fn core_fabric_info(
     }
     Ok(list)
 }
+
+/// For a domain about to open from `core_info` (the application's info, in the core's name):
+/// true when it asks for automatic data progress that the core does not deliver itself, which
+/// rscntr then provides; `core_info` is then changed to ask the core for manual data progress
+/// (and for its own control progress, where it refuses the AUTO asked).
+///
+/// # Safety
+/// `core_info` is a valid info with its attrs.
+pub unsafe fn needs_emulation(core_info: *mut ofi::fi_info, core: &str, version: u32) -> bool {
+    // SAFETY: caller's contract.
+    let (caps, dom) = unsafe { ((*core_info).caps, (*core_info).domain_attr.as_mut()) };
+    let Some(dom) = dom else { return false };
+    if progress::data_progress(dom) != AUTO || progress::core_moves_data(core, caps) {
+        return false;
+    }
+    progress::set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
+    // SAFETY: the core's getinfo with the info as hints (the core's name keeps it from
+    // recursing into rscntr).
+    if dom.control_progress == AUTO && !unsafe { core_answers(core, core_info, version) } {
+        // SAFETY: as above.
+        let dom = unsafe { &mut *(*core_info).domain_attr };
+        dom.control_progress = ofi::fi_progress_FI_PROGRESS_UNSPEC;
+    }
+    fi_info!(
+        Domain,
+        "{core} does not move data by itself: rscntr's progress thread drives this domain \
+        (FI_PROGRESS_AUTO)"
+    );
+    true
+}
+
+/// # Safety
+/// `hints` is a valid info naming `core`.
+unsafe fn core_answers(core: &str, hints: *mut ofi::fi_info, version: u32) -> bool {
+    let null = std::ptr::null();
+    // SAFETY: caller's contract.
+    match unsafe { core_getinfo(core, version, null, null, 0, hints) } {
+        Ok(list) => {
+            // SAFETY: the list the core returned.
+            unsafe { ofi::fi_freeinfo(list) };
+            true
+        }
+        Err(_) => false,
+    }
+}

@@ -3,7 +3,7 @@
 //! An application that asks for `FI_PROGRESS_AUTO` data progress expects its operations to
 //! complete while it makes no calls (MPICH's triggered collectives ask for it). A core that
 //! refuses it in its infos (shm, rxd), or says AUTO without moving data by itself (below), gets
-//! it from rscntr: the infos say AUTO, the core domain is opened
+//! it from rscntr (`getinfo::needs_emulation`): the infos say AUTO, the core domain is opened
 //! with manual progress and `FI_THREAD_SAFE`, and rscntr's progress thread
 //! (`engine/progress.rs`) drives it through the domain's CQs, each read through rscntr's
 //! filter (`deferred.rs`): one read of no entries per CQ and pass, while every endpoint bound
@@ -19,14 +19,12 @@
 //! by rscntr too ([`core_moves_data`]). Domains that did not ask for AUTO are untouched.
 
 use super::deferred::Deferred;
-use super::getinfo::core_getinfo;
 use crate::engine::progress::{self, Driven};
-use crate::{fi_info, fi_warn, ofi};
+use crate::{fi_warn, ofi};
 use std::ffi::c_int;
 
-/// libfabric's FI_PROGRESS_AUTO and FI_PROGRESS_MANUAL / UNSPEC.
+/// libfabric's FI_PROGRESS_AUTO.
 const AUTO: ofi::fi_progress = ofi::fi_progress_FI_PROGRESS_AUTO;
-const UNSPEC: ofi::fi_progress = ofi::fi_progress_FI_PROGRESS_UNSPEC;
 
 /// The domain attr's data progress (`data_progress`, named `progress` since API 2.0: one field).
 pub fn data_progress(dom: &ofi::fi_domain_attr) -> ofi::fi_progress {
@@ -49,36 +47,6 @@ pub fn core_moves_data(core: &str, caps: u64) -> bool {
     core == "sockets" || (core.ends_with(";ofi_rxm") && caps & ofi::FI_ATOMIC as u64 != 0)
 }
 
-/// For a domain about to open from `core_info` (the application's info, in the core's name):
-/// true when it asks for automatic data progress that the core does not deliver itself, which
-/// rscntr then provides; `core_info` is then changed to ask the core for manual data progress
-/// (and for its own control progress, where it refuses the AUTO asked).
-///
-/// # Safety
-/// `core_info` is a valid info with its attrs.
-pub unsafe fn needs_emulation(core_info: *mut ofi::fi_info, core: &str, version: u32) -> bool {
-    // SAFETY: caller's contract.
-    let (caps, dom) = unsafe { ((*core_info).caps, (*core_info).domain_attr.as_mut()) };
-    let Some(dom) = dom else { return false };
-    if data_progress(dom) != AUTO || core_moves_data(core, caps) {
-        return false;
-    }
-    set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
-    // SAFETY: the core's getinfo with the info as hints (the core's name keeps it from
-    // recursing into rscntr).
-    if dom.control_progress == AUTO && !unsafe { core_answers(core, core_info, version) } {
-        // SAFETY: as above.
-        let dom = unsafe { &mut *(*core_info).domain_attr };
-        dom.control_progress = UNSPEC;
-    }
-    fi_info!(
-        Domain,
-        "{core} does not move data by itself: rscntr's progress thread drives this domain \
-        (FI_PROGRESS_AUTO)"
-    );
-    true
-}
-
 /// Takes automatic data progress out of the core's copy of an endpoint's info, in a domain
 /// rscntr drives (shm refuses the endpoint otherwise, rxm would start its own thread).
 ///
@@ -90,21 +58,6 @@ pub unsafe fn manual_for_core(core_info: *mut ofi::fi_info) {
         && data_progress(dom) == AUTO
     {
         set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
-    }
-}
-
-/// # Safety
-/// `hints` is a valid info naming `core`.
-unsafe fn core_answers(core: &str, hints: *mut ofi::fi_info, version: u32) -> bool {
-    let null = std::ptr::null();
-    // SAFETY: caller's contract.
-    match unsafe { core_getinfo(core, version, null, null, 0, hints) } {
-        Ok(list) => {
-            // SAFETY: the list the core returned.
-            unsafe { ofi::fi_freeinfo(list) };
-            true
-        }
-        Err(_) => false,
     }
 }
 
