@@ -309,6 +309,32 @@ pub struct Starter {
     list: Mutex<Vec<Arc<Triggers>>>,
     #[cfg(not(loom))]
     thread: std::sync::OnceLock<Option<std::thread::Thread>>,
+    /// Set by [`shutdown`]: the thread returns instead of parking again.
+    #[cfg(not(loom))]
+    stop: std::sync::atomic::AtomicBool,
+}
+
+/// The process's starter ([`Starter::global`]) and its thread, taken by [`shutdown`].
+#[cfg(not(loom))]
+static GLOBAL: std::sync::Mutex<Option<GlobalStarter>> = std::sync::Mutex::new(None);
+#[cfg(not(loom))]
+type GlobalStarter = (Arc<Starter>, Option<std::thread::JoinHandle<()>>);
+
+/// Stops the process's starter thread and waits for it (the provider is being unloaded: the
+/// thread must not outlive the code it runs, nor the starter the static that holds it). Work
+/// still waiting is dropped unstarted.
+#[cfg(not(loom))]
+pub fn shutdown() {
+    let taken = GLOBAL.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some((starter, handle)) = taken else {
+        return;
+    };
+    starter.stop.store(true, SeqCst);
+    if let Some(h) = handle {
+        h.thread().unpark();
+        let _ = h.join();
+    }
+    starter.list.lock().clear();
 }
 
 impl std::fmt::Debug for Starter {
@@ -333,31 +359,32 @@ impl Starter {
             list: Mutex::new(Vec::new()),
             #[cfg(not(loom))]
             thread: std::sync::OnceLock::new(),
+            #[cfg(not(loom))]
+            stop: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// The process's starter, with its thread.
     #[cfg(not(loom))]
     pub fn global() -> Arc<Self> {
-        static GLOBAL: std::sync::OnceLock<Arc<Starter>> = std::sync::OnceLock::new();
-        GLOBAL
-            .get_or_init(|| {
-                let s = Starter::new();
-                let run = s.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("rscntr-trigger".into())
-                    .spawn(move || run.serve());
-                let thread = match spawned {
-                    Ok(h) => Some(h.thread().clone()),
-                    Err(e) => {
-                        eprintln!("rscntr: cannot start the trigger thread: {e}");
-                        None
-                    }
-                };
-                let _ = s.thread.set(thread);
-                s
-            })
-            .clone()
+        let mut global = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (starter, _) = global.get_or_insert_with(|| {
+            let s = Starter::new();
+            let run = s.clone();
+            let spawned = std::thread::Builder::new()
+                .name("rscntr-trigger".into())
+                .spawn(move || run.serve());
+            let (thread, handle) = match spawned {
+                Ok(h) => (Some(h.thread().clone()), Some(h)),
+                Err(e) => {
+                    eprintln!("rscntr: cannot start the trigger thread: {e}");
+                    (None, None)
+                }
+            };
+            let _ = s.thread.set(thread);
+            (s, handle)
+        });
+        starter.clone()
     }
 
     /// Under loom the models run their own starters (`Starter::new`); the crate's callers
@@ -398,7 +425,7 @@ impl Starter {
     #[cfg(not(loom))]
     fn serve(&self) {
         let mut retry = RETRY_FIRST;
-        loop {
+        while !self.stop.load(SeqCst) {
             if self.run() {
                 retry = RETRY_FIRST;
                 if self.list.lock().is_empty() {
