@@ -3,7 +3,8 @@
  * rscntr over a core provider (FI_RSCNTR_CORE; skipped when it is "none"): an RDM endpoint
  * sends to itself and rscntr counters bound to it count the core's completions: sends with
  * and without FI_COMPLETION, injects, receives; set stays exact; a waiter in another thread
- * wakes on traffic; byte counters are refused; closing what is still bound is -FI_EBUSY.
+ * wakes on traffic; byte counters are refused; closing what is still bound is -FI_EBUSY; CQ
+ * wait objects rscntr provides work in domains with triggered ops and automatic progress.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -51,6 +52,90 @@ static void *add_later(void *arg)
 	ssize_t ret = POST(fi_send(ep, buf[0], SIZE, desc, self, NULL), cq);
 	CHECK_RET(ret, 0);
 	return NULL;
+}
+
+/* A CQ whose wait object rscntr provides (tcp and rxm refuse FI_WAIT_YIELD, shm FI_WAIT_FD)
+ * in a domain whose CQs rscntr also filters once bound (triggered operations, automatic
+ * progress): both patches stay usable, sread/control/close included. */
+static void provided_waits_in_filtered_domain(struct fi_info *base)
+{
+	static const enum fi_wait_obj waits[] = { FI_WAIT_YIELD, FI_WAIT_FD, FI_WAIT_UNSPEC };
+	struct fi_info *hints = fi_dupinfo(base), *info = NULL;
+	hints->caps |= FI_TRIGGER;
+	hints->domain_attr->progress = FI_PROGRESS_AUTO;
+	free(hints->fabric_attr->name);
+	hints->fabric_attr->name = NULL;
+	free(hints->domain_attr->name);
+	hints->domain_attr->name = NULL;
+	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info);
+	fi_freeinfo(hints);
+	CHECK_RET(ret, 0);
+	if (ret)
+		return;
+	struct fid_fabric *fab = NULL;
+	struct fid_domain *dom = NULL;
+	CHECK_RET(fi_fabric(info->fabric_attr, &fab, NULL), 0);
+	CHECK_RET(fi_domain(fab, info, &dom, NULL), 0);
+	for (size_t k = 0; dom && k < sizeof(waits) / sizeof(waits[0]); k++) {
+		struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 16, .wait_obj = waits[k] };
+		struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 4 };
+		struct fid_av *a = NULL;
+		struct fid_cq *c = NULL;
+		struct fid_ep *e = NULL;
+		struct fid_mr *m = NULL;
+		void *d = NULL;
+		fi_addr_t me = FI_ADDR_UNSPEC;
+		CHECK_RET(fi_av_open(dom, &av_attr, &a, NULL), 0);
+		CHECK_RET(fi_cq_open(dom, &cq_attr, &c, NULL), 0);
+		CHECK_RET(fi_endpoint(dom, info, &e, NULL), 0);
+		if (!a || !c || !e)
+			break;
+		CHECK_RET(fi_ep_bind(e, &a->fid, 0), 0);
+		CHECK_RET(fi_ep_bind(e, &c->fid, FI_TRANSMIT | FI_RECV), 0);
+		CHECK_RET(fi_enable(e), 0);
+		if (info->domain_attr->mr_mode & FI_MR_LOCAL) {
+			CHECK_RET(fi_mr_reg(dom, buf, sizeof(buf), FI_SEND | FI_RECV, 0, 0, 0, &m, NULL), 0);
+			d = m ? fi_mr_desc(m) : NULL;
+		}
+		char name[256];
+		size_t len = sizeof(name);
+		CHECK_RET(fi_getname(&e->fid, name, &len), 0);
+		CHECK_RET(fi_av_insert(a, name, 1, &me, 0, NULL), 1);
+		enum fi_wait_obj got = FI_WAIT_NONE;
+		/* rscntr answers for the wait objects it provides; the cores' own CQs may not
+		 * (shm: -FI_ENOSYS, sockets: -FI_EINVAL) */
+		ret = fi_control(&c->fid, FI_GETWAITOBJ, &got);
+		CHECK(ret == -FI_ENOSYS || ret == -FI_EINVAL || got == waits[k] || waits[k] == FI_WAIT_UNSPEC,
+		      "FI_GETWAITOBJ: %d, wait object %d, asked %d", ret, got, waits[k]);
+		if (waits[k] == FI_WAIT_FD) {
+			int fd = -1;
+			CHECK_RET(fi_control(&c->fid, FI_GETWAIT, &fd), 0);
+			CHECK(fd >= 0, "FI_GETWAIT gave fd %d", fd);
+		}
+		int ctx_r, ctx_s;
+		CHECK_RET(fi_recv(e, buf[N + 4], SIZE, d, FI_ADDR_UNSPEC, &ctx_r), 0);
+		CHECK_RET(POST(fi_send(e, buf[0], SIZE, d, me, &ctx_s), c), 0);
+		int seen = 0;
+		for (int tries = 0; seen < 2 && tries < 100; tries++) {
+			struct fi_cq_entry ent;
+			ssize_t n = fi_cq_sread(c, &ent, 1, NULL, 100);
+			if (n == 1)
+				seen++;
+			else
+				CHECK(n == -FI_EAGAIN, "fi_cq_sread (wait %d): %zd", waits[k], n);
+		}
+		CHECK(seen == 2, "wait %d: %d of 2 completions read by fi_cq_sread", waits[k], seen);
+		if (m)
+			CHECK_RET(fi_close(&m->fid), 0);
+		CHECK_RET(fi_close(&e->fid), 0);
+		CHECK_RET(fi_close(&c->fid), 0);
+		CHECK_RET(fi_close(&a->fid), 0);
+	}
+	if (dom)
+		CHECK_RET(fi_close(&dom->fid), 0);
+	if (fab)
+		CHECK_RET(fi_close(&fab->fid), 0);
+	fi_freeinfo(info);
 }
 
 int main(void)
@@ -161,6 +246,7 @@ int main(void)
 	CHECK_RET(fi_close(&av->fid), 0);
 	CHECK_RET(fi_close(&domain->fid), 0);
 	CHECK_RET(fi_close(&fabric->fid), 0);
+	provided_waits_in_filtered_domain(info);
 	fi_freeinfo(info);
 	return finish("layered");
 }

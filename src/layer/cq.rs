@@ -14,10 +14,17 @@ use crate::boundary::testhook::{self, Op};
 use crate::engine::watcher::{self, Watched};
 use crate::engine::{Backoff, EventFd, Wake};
 use crate::{fi_info, fi_warn, ofi};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Each patched CQ's record, by the CQ's fid: what the record's ops use to find it, as the
+/// CQ's tables may be another patch's by then (a domain's CQ filter, `deferred.rs`, installs
+/// itself over this one once the CQ is bound). Only the waits, signal, control and close look.
+static PATCHED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 
 #[repr(C)]
 pub struct LayeredCq {
@@ -110,6 +117,9 @@ pub unsafe fn open(
         let l = Box::into_raw(l);
         c.fid.ops = &mut (*l).fi_ops;
         c.ops = &mut (*l).ops;
+        PATCHED
+            .lock()
+            .insert(&mut c.fid as *mut ofi::fid as usize, l as usize);
     }
     0
 }
@@ -118,8 +128,9 @@ impl LayeredCq {
     /// # Safety
     /// `fid` is a CQ patched by [`open`].
     unsafe fn of<'a>(fid: *mut ofi::fid) -> &'a LayeredCq {
-        // SAFETY: fi_ops is the first field (caller's contract).
-        unsafe { &*((*fid).ops as *const LayeredCq) }
+        let found = PATCHED.lock().get(&(fid as usize)).copied();
+        // SAFETY: registered by `open` until the CQ closes (caller's contract: patched).
+        unsafe { &*(found.expect("a CQ patched by open") as *const LayeredCq) }
     }
 
     fn key(&self) -> usize {
@@ -203,7 +214,14 @@ unsafe extern "C" fn cq_close(fid: *mut ofi::fid) -> c_int {
         watcher::unwatch(unsafe { (*l).key() });
         // SAFETY: the record of this CQ, off the watcher.
         match unsafe { close_through_core(fid, l, (*l).orig_fi_ops) } {
-            Ok(_) => 0,
+            Ok(record) => {
+                // Only this record's entry: a CQ opened meanwhile at the same address has its own.
+                let mut patched = PATCHED.lock();
+                if patched.get(&(fid as usize)) == Some(&(&*record as *const LayeredCq as usize)) {
+                    patched.remove(&(fid as usize));
+                }
+                0
+            }
             Err(e) => e,
         }
     }
