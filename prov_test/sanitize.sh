@@ -7,7 +7,10 @@
 #
 # valgrind: --errors-for-leak-kinds=definite --error-exitcode=99, --keep-debuginfo=yes (libfabric
 # unloads rscntr at exit, before the leak check: without it rscntr's frames show as ???), and
-# prov_test/valgrind.supp, whose every entry names a defect outside rscntr. Programs that run
+# prov_test/valgrind.supp, whose every entry names a defect outside rscntr; --fair-sched=yes, as
+# valgrind runs one thread at a time and its default lock lets a thread spinning on
+# fi_cntr_read (trigger.c, as MPICH does) starve the core's progress thread for seconds
+# (sockets). Programs that run
 # themselves again as children (bad_input, faults) are traced into them, so a child's errors
 # fail its parent's check too.
 #
@@ -62,6 +65,7 @@ valgrind)
     build target/prov_test || exit 1
     VG=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
         --show-leak-kinds=definite --keep-debuginfo=yes --suppressions=prov_test/valgrind.supp
+        --fair-sched=yes
         --trace-children=yes --child-silent-after-fork=yes)
     vg() { # <core> <program> [VAR=value...] : one prov_test program under memcheck
         local core=$1 prog=$2; shift 2
