@@ -649,8 +649,12 @@ step "MPICH over rscntr(tcp;ofi_rxm), FI_PROVIDER=rscntr, patched libfabric 2.5.
 # them over rscntr(shm); MPICH patched to enable them by capabilities (patches/, built by
 # scripts/patched_mpich.sh into .deps/mpich-patched, which no registry here can feed: the step
 # is skipped without it) runs them over sockets directly, rscntr(sockets) and rscntr(shm).
-step "MPICH triggered broadcasts (trigger_tree_tagged, trigger_tree_rma), every root, 2-4 ranks: sockets directly, rscntr(sockets), rscntr(shm); patched MPICH" \
+step "MPICH triggered broadcasts (trigger_tree_tagged, trigger_tree_rma), every root, 2-4 ranks: sockets directly, rscntr(sockets), rscntr(shm), rscntr(tcp;ofi_rxm); patched MPICH" \
     timeout 2400 prov_test/mpi/bcast_trigger.sh
+# The same across 2 hosts x 2 ranks of prov_test/net/hosts.sh (shaped links), over sockets
+# directly, rscntr(sockets) and rscntr(tcp;ofi_rxm); skipped without the patched MPICH.
+step "MPICH triggered broadcasts across 2 hosts x 2 ranks: sockets directly, rscntr(sockets), rscntr(tcp;ofi_rxm); patched MPICH" \
+    env BCAST_TRIGGER_HOSTS=1 timeout 1200 prov_test/mpi/bcast_trigger.sh
 # MPI across hosts (prov_test/net/cross_host.sh): the MPI program and the counter-heavy RMA
 # program, each over the core directly and over rscntr on it. rscntr over tcp;ofi_rxm is
 # selected the way the step "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is" above does

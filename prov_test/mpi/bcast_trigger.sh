@@ -18,6 +18,11 @@
 # (default "2 3 4"),
 # BCAST_TRIGGER_TREES (default "kary knomial_1 knomial_2"), BCAST_TRIGGER_TIMEOUT (s, default
 # 180) narrow or widen the matrix. Logs: target/bcast_trigger/.
+#
+# BCAST_TRIGGER_HOSTS=1: across hosts instead, 2 hosts x 2 ranks of prov_test/net/hosts.sh
+# (shaped links; mpiexec on host 1 with prov_test/net/ns_launch.sh as its ssh): 4 ranks, cores
+# sockets, rscntr(sockets) and rscntr(tcp;ofi_rxm) by default (shm does not cross hosts; tcp has
+# no atomics, which MPICH's triggered path needs). Run as root.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -28,8 +33,13 @@ PATCHED=${MPICH_PATCHED:-$DEPS/mpich-patched}
 # progress, which rscntr's infos offer; FI_RSCNTR_CORE pins the layering (otherwise a core that
 # answers MPICH's second, narrower hints, shm, could serve where the first answered rxm).
 DEFAULT_CORES="sockets rscntr(sockets) rscntr(shm) rscntr(tcp;ofi_rxm)"
+DEFAULT_RANKS="2 3 4"
+HOSTS=${BCAST_TRIGGER_HOSTS:-0}
+if [ "$HOSTS" = 1 ]; then
+    DEFAULT_CORES="sockets rscntr(sockets) rscntr(tcp;ofi_rxm)" DEFAULT_RANKS=4
+fi
 CORES=${BCAST_TRIGGER_CORES:-$DEFAULT_CORES}
-RANKS=${BCAST_TRIGGER_RANKS:-"2 3 4"}
+RANKS=${BCAST_TRIGGER_RANKS:-$DEFAULT_RANKS}
 TREES=${BCAST_TRIGGER_TREES:-"kary knomial_1 knomial_2"}
 ALGOS="trigger_tree_tagged trigger_tree_rma"
 TMO=${BCAST_TRIGGER_TIMEOUT:-180}
@@ -59,12 +69,23 @@ provider_line() { # <core>: what MPIR_CVAR_DEBUG_SUMMARY=1 must name
 }
 run() { # <log> <libdir> <mpiexec> <ranks> <binary> [VAR=value...]
     local log=$1 lib=$2 mpiexec=$3 n=$4 bin=$5; shift 5
-    # shellcheck disable=SC2046
-    env LD_LIBRARY_PATH="$lib" MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 \
-        MPIR_CVAR_CH4_OFI_ENABLE_TRIGGERED=1 MPIR_CVAR_BCAST_DEVICE_COLLECTIVE=1 \
-        MPIR_CVAR_DEBUG_SUMMARY=1 "$@" \
-        timeout "$TMO" prov_test/loopback_only.sh "$mpiexec" -n "$n" "$bin" > "$log" 2>&1
+    local vars=(LD_LIBRARY_PATH="$lib" MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1
+                MPIR_CVAR_CH4_OFI_ENABLE_TRIGGERED=1 MPIR_CVAR_BCAST_DEVICE_COLLECTIVE=1
+                MPIR_CVAR_DEBUG_SUMMARY=1 "$@")
+    if [ "$HOSTS" = 1 ]; then # ranks 0-1 on h1, 2-3 on h2; hydra hands the environment on
+        host_exec 1 env "${vars[@]}" timeout "$TMO" "$mpiexec" -launcher ssh \
+            -launcher-exec "$ROOT/prov_test/net/ns_launch.sh" -hosts h1,h2 -ppn 2 -n "$n" "$bin" > "$log" 2>&1
+    else
+        env "${vars[@]}" timeout "$TMO" prov_test/loopback_only.sh "$mpiexec" -n "$n" "$bin" > "$log" 2>&1
+    fi
 }
+if [ "$HOSTS" = 1 ]; then
+    # the wheel's refusal is checked on one host (the step without BCAST_TRIGGER_HOSTS)
+    [ -x "$PATCHED/bin/mpicc" ] ||
+        { echo "no patched MPICH in $PATCHED (scripts/patched_mpich.sh <MPICH source tree>): not run"; exit 77; }
+    . "$ROOT/prov_test/net/hosts.sh"
+    hosts_up 2 || exit 1
+fi
 
 ok=0
 # ---- the wheel, unpatched: over rscntr(shm) it must refuse the algorithm (and fall back) ----
