@@ -220,6 +220,11 @@ unsafe extern "C" fn cq_close(fid: *mut ofi::fid) -> c_int {
                 if patched.get(&(fid as usize)) == Some(&(&*record as *const LayeredCq as usize)) {
                     patched.remove(&(fid as usize));
                 }
+                if patched.is_empty() {
+                    // The map's last node goes too: nothing of it outlives the last CQ (the
+                    // static is unmapped with the DSO at exit).
+                    *patched = BTreeMap::new();
+                }
                 0
             }
             Err(e) => e,

@@ -343,7 +343,10 @@ pub unsafe fn getinfo_over(
             unsafe { keep_threading(list, asked) };
         } else if progress::data_progress(core_dom) == ofi::fi_progress_FI_PROGRESS_UNSPEC {
             // SAFETY: as above.
-            unsafe { append_auto(list) };
+            unsafe {
+                say_manual_where_core_does_not_move(list, core);
+                append_auto(list);
+            }
         }
     });
     // SAFETY: allocated by to_core.
@@ -450,6 +453,26 @@ unsafe fn keep_threading(mut cur: *mut ofi::fi_info, asked: Option<&ofi::fi_doma
     while let Some(i) = unsafe { cur.as_mut() } {
         // SAFETY: as above.
         unsafe { (*i.domain_attr).threading = threading };
+        cur = i.next;
+    }
+}
+
+/// For hints that leave the data progress open: the infos of a core that says AUTO without
+/// moving data by itself (tcp, `progress::core_moves_data`) say MANUAL, what the application
+/// gets from rscntr when it takes them, unasked, with no progress thread: automatic progress,
+/// and rscntr's thread with it, is for those that ask (the AUTO copies [`append_auto`] adds,
+/// or hints with AUTO). A program that takes the first info over tcp (fabtests) pays nothing.
+///
+/// # Safety
+/// `list` is a list rscntr mirrored.
+unsafe fn say_manual_where_core_does_not_move(mut cur: *mut ofi::fi_info, core: &str) {
+    // SAFETY: walking a valid list; all attr pointers are set.
+    while let Some(i) = unsafe { cur.as_mut() } {
+        // SAFETY: as above.
+        let dom = unsafe { &mut *i.domain_attr };
+        if progress::data_progress(dom) == AUTO && !progress::core_moves_data(core, i.caps) {
+            progress::set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
+        }
         cur = i.next;
     }
 }
