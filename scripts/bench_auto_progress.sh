@@ -90,7 +90,8 @@ done
     echo "## Where AUTO is not asked for: fi_rdm_pingpong (5000 iterations)"
     echo
     echo "fi_rdm_pingpong asks nothing of the progress model and takes the first info: the core's, with"
-    echo "manual progress. Nothing of rscntr runs for it."
+    echo "manual progress (over tcp, whose own infos say AUTO, rscntr's first infos say MANUAL: what they"
+    echo "give without a thread). Nothing of rscntr's progress runs for it."
     if [ -n "${OLD_PROV_DIR:-}" ]; then
         echo "*before*: rscntr from ${OLD_LABEL:-$OLD_PROV_DIR} (before automatic progress)."
     fi
