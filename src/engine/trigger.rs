@@ -337,6 +337,10 @@ pub fn shutdown() {
     starter.list.lock().clear();
 }
 
+/// Under loom there is no process starter to stop (`Starter::global` makes a new one).
+#[cfg(loom)]
+pub fn shutdown() {}
+
 impl std::fmt::Debug for Starter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Starter").finish_non_exhaustive()
