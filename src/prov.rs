@@ -78,7 +78,8 @@ unsafe extern "C" fn fabric_open(
 }
 
 /// Called by libfabric before it unloads the DSO: the fd watcher, progress and trigger threads
-/// must not outlive the code they run, and the process-wide state is given back (see `boundary/statics.rs`).
+/// must not outlive the code they run, and the process-wide state is given back (see
+/// `boundary/statics.rs`).
 unsafe extern "C" fn cleanup() {
     crate::ffi_boundary! {
         crate::engine::watcher::shutdown();

@@ -316,7 +316,7 @@ pub unsafe fn getinfo_over(
     let app_hints = unsafe { hints.as_ref() };
     let asked_auto = progress::data_progress(core_dom) == AUTO;
     let caps = app_hints.map_or(0, |h| h.caps);
-    let emulated_auto = asked_auto && !progress::core_moves_data(core, caps);
+    let emulated_auto = progress::rscntr_provides_auto(core_dom, core, caps);
     if emulated_auto {
         // MANUAL rather than UNSPEC: rxm fills an unspecified progress with its own AUTO, and
         // then answers FI_THREAD_SAFE whatever threading was asked.
@@ -470,7 +470,7 @@ unsafe fn say_manual_where_core_does_not_move(mut cur: *mut ofi::fi_info, core: 
     while let Some(i) = unsafe { cur.as_mut() } {
         // SAFETY: as above.
         let dom = unsafe { &mut *i.domain_attr };
-        if progress::data_progress(dom) == AUTO && !progress::core_moves_data(core, i.caps) {
+        if progress::rscntr_provides_auto(dom, core, i.caps) {
             progress::set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);
         }
         cur = i.next;
@@ -590,7 +590,7 @@ pub unsafe fn needs_emulation(core_info: *mut ofi::fi_info, core: &str, version:
     // SAFETY: caller's contract.
     let (caps, dom) = unsafe { ((*core_info).caps, (*core_info).domain_attr.as_mut()) };
     let Some(dom) = dom else { return false };
-    if progress::data_progress(dom) != AUTO || progress::core_moves_data(core, caps) {
+    if !progress::rscntr_provides_auto(dom, core, caps) {
         return false;
     }
     progress::set_data_progress(dom, ofi::fi_progress_FI_PROGRESS_MANUAL);

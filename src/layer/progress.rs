@@ -47,6 +47,12 @@ pub fn core_moves_data(core: &str, caps: u64) -> bool {
     core == "sockets" || (core.ends_with(";ofi_rxm") && caps & ofi::FI_ATOMIC as u64 != 0)
 }
 
+/// True when `dom` asks for automatic data progress that `core` does not deliver itself for
+/// `caps`: rscntr's thread is then what provides it.
+pub fn rscntr_provides_auto(dom: &ofi::fi_domain_attr, core: &str, caps: u64) -> bool {
+    data_progress(dom) == AUTO && !core_moves_data(core, caps)
+}
+
 /// Takes automatic data progress out of the core's copy of an endpoint's info, in a domain
 /// rscntr drives (shm refuses the endpoint otherwise, rxm would start its own thread).
 ///
