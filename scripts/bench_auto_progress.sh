@@ -26,9 +26,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 CORES=(shm tcp "tcp;ofi_rxm" "udp;ofi_rxd")
-one() { # <core> <auto 0|1> <mode> <args...>: the figure the program prints
+one() { # <core> <auto 0|1> <mode> <args...>: the figure the program prints (ONE_DIR: the DSO's dir)
     local core=$1 a=$2 mode=$3; shift 3
-    LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core timeout 120 \
+    LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=${ONE_DIR:-$PROV_DIR} FI_RSCNTR_CORE=$core timeout 120 \
         prov_test/loopback_only.sh target/auto_progress_bench -p rscntr -a "$a" -m "$mode" "$@" 2>/dev/null |
         awk '/^(pp_ns|idle_cpu_us_per_s)/ {print $2}'
 }
@@ -39,6 +39,7 @@ for r in $(seq "$REPS"); do
             one "$core" $a idle -s 2 >> "$tmp/idle.$a.$k"
             one "$core" $a pp -n 50000 >> "$tmp/pp.$a.$k"
         done
+        [ -n "${OLD_PROV_DIR:-}" ] && ONE_DIR=$OLD_PROV_DIR one "$core" 1 idle -s 2 >> "$tmp/idle.old.$k"
     done
 done
 
@@ -63,15 +64,24 @@ done
     echo "## Idle (bench/auto_progress.c -m idle, 2 s)"
     echo
     echo "A domain, an endpoint with its CQ and a receive posted, then 2 s without a call: the CPU the"
-    echo "process used meanwhile. With FI_PROGRESS_AUTO that is rscntr's progress thread, which passes"
-    echo "over an idle domain every 50 ms at most (these cores give it nothing to sleep on)."
-    echo
-    echo "| core | manual: CPU µs per s | AUTO: CPU µs per s | AUTO: share of one core |"
-    echo "|---|---|---|---|"
+    echo "process used meanwhile. With FI_PROGRESS_AUTO that is rscntr's progress thread, which sleeps"
+    echo "on the domain's progress fd over tcp (a re-check a second) and passes over an idle domain"
+    echo "every 50 ms at most over the others (they give it nothing to sleep on)."
+    if [ -n "${OLD_PROV_DIR:-}" ]; then
+        echo "*before*: AUTO with rscntr from ${OLD_LABEL:-$OLD_PROV_DIR}."
+        echo
+        echo "| core | manual: CPU µs per s | AUTO: CPU µs per s | AUTO: share of one core | before: AUTO CPU µs per s |"
+        echo "|---|---|---|---|---|"
+    else
+        echo
+        echo "| core | manual: CPU µs per s | AUTO: CPU µs per s | AUTO: share of one core |"
+        echo "|---|---|---|---|"
+    fi
     for core in "${CORES[@]}"; do
         k=$(tr ';' _ <<<"$core")
         m=$(med "$tmp/idle.0.$k"); a=$(med "$tmp/idle.1.$k")
-        echo "| $core | $m | $a | $(awk -v a="$a" 'BEGIN { printf "%.2f %%", a / 1e4 }') |"
+        old=""; [ -n "${OLD_PROV_DIR:-}" ] && old=" $(med "$tmp/idle.old.$k") |"
+        echo "| $core | $m | $a | $(awk -v a="$a" 'BEGIN { printf "%.2f %%", a / 1e4 }') |$old"
     done
     echo
     echo "## Traffic (bench/auto_progress.c -m pp, 50000 iterations)"

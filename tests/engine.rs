@@ -546,8 +546,12 @@ fn two_waiters_over_one_source() {
 
 /// The progress thread (`engine/progress.rs`) drives a registered domain on its schedule, and
 /// once `unregister` has returned it never touches it again.
+/// The progress thread is one per process: its tests take turns.
+static PROGRESS_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn progress_thread_drives_until_unregistered() {
+    let _turn = PROGRESS_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     use rscntr::engine::progress::{self, Driven};
     use std::sync::atomic::AtomicU64;
 
@@ -592,4 +596,104 @@ fn progress_thread_drives_until_unregistered() {
         );
     }
     assert_eq!(progress::stats().0, 0);
+}
+
+/// An idle domain whose core has an fd (tcp's progress fd) is slept on, not passed over on a
+/// schedule: no passes while nothing arrives, a pass once the fd is readable, and unregister
+/// ends the sleep.
+#[test]
+fn progress_thread_sleeps_on_an_idle_domains_fd() {
+    let _turn = PROGRESS_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    use rscntr::engine::progress::{self, Driven};
+    use std::sync::atomic::AtomicU64;
+
+    /// A core whose work arrives on a pipe: a pass takes what is there.
+    struct Domain {
+        passes: AtomicU64,
+        taken: AtomicU64,
+        fds: [RawFd; 2],
+    }
+    impl Driven for Domain {
+        fn drive(&self) -> bool {
+            self.passes.fetch_add(1, SeqCst);
+            let mut buf = [0u8; 64];
+            // SAFETY: reads into a live buffer from our own non-blocking pipe.
+            let n = unsafe { libc::read(self.fds[0], buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                self.taken.fetch_add(n as u64, SeqCst);
+            }
+            n > 0
+        }
+        fn idle_fd(&self) -> Option<RawFd> {
+            Some(self.fds[0])
+        }
+    }
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 writes two fds into a live array.
+    assert_eq!(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
+        0
+    );
+    let d = Box::new(Domain {
+        passes: AtomicU64::new(0),
+        taken: AtomicU64::new(0),
+        fds,
+    });
+    let key = &*d as *const Domain as usize;
+    /// Unregisters on the way out, a failed assertion's too: the thread must not drive a
+    /// dropped domain.
+    struct Registered(usize);
+    impl Drop for Registered {
+        fn drop(&mut self) {
+            progress::unregister(self.0);
+        }
+    }
+    let (sleeps0, wakes0) = progress::fd_sleeps();
+    // SAFETY: `d` outlives the registration (unregistered below, or by `_registered`, before
+    // it is dropped: declared after it).
+    unsafe { progress::register(key, &*d as &dyn Driven as *const dyn Driven) }
+        .expect("the progress thread starts");
+    let _registered = Registered(key);
+    let until = |what: &str, f: &dyn Fn() -> bool| {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "{what}");
+            thread::sleep(Duration::from_millis(1));
+        }
+    };
+    until("the idle domain's fd was never slept on", &|| {
+        progress::fd_sleeps().0 > sleeps0
+    });
+    let before = d.passes.load(SeqCst);
+    thread::sleep(Duration::from_millis(200));
+    assert!(
+        d.passes.load(SeqCst) <= before + 1,
+        "passes went on while the domain slept on its fd ({} in 200 ms)",
+        d.passes.load(SeqCst) - before
+    );
+    // SAFETY: one byte from a live buffer to our own pipe.
+    assert_eq!(unsafe { libc::write(fds[1], b"x".as_ptr().cast(), 1) }, 1);
+    until("the byte on the fd was never taken", &|| {
+        d.taken.load(SeqCst) == 1
+    });
+    assert!(
+        progress::fd_sleeps().1 > wakes0,
+        "the pass that took the byte did not follow a wake by the fd"
+    );
+    until("the domain never went back to sleep on its fd", &|| {
+        progress::fd_sleeps().0 > sleeps0 + 1
+    });
+    // Unregister wakes the sleep it would otherwise wait for.
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || tx.send(progress::unregister(key)).unwrap());
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "unregister did not end the sleep on the fd"
+    );
+    drop(d);
+    for fd in fds {
+        // SAFETY: our own pipe's fds, closed once.
+        unsafe { libc::close(fd) };
+    }
 }

@@ -15,6 +15,11 @@ use std::time::Duration;
 /// limit); a signal interrupts it too. What a blocker that waits on a core's fd does, with the
 /// eventfd that interrupts it as `kick` (a negative fd is ignored, as ppoll does).
 pub fn sleep_until_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) {
+    poll_readable(fd, kick, limit);
+}
+
+/// As [`sleep_until_readable`]; true when `fd` (not `kick`) was readable at the end.
+pub fn poll_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) -> bool {
     let watch = |fd| libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -29,7 +34,8 @@ pub fn sleep_until_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) {
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: two live pollfds; tsp is NULL (no limit) or points at a live timespec; no mask.
-    unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+    n > 0 && fds[0].revents != 0
 }
 
 #[cfg(not(loom))]

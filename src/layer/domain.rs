@@ -197,7 +197,7 @@ pub unsafe fn patch(
         if auto_progress {
             // SAFETY: the domain's record, stopped in domain_close before it is freed. A
             // thread that cannot start is logged; the domain then progresses manually.
-            let _ = progress::start(&(*l).home.deferred);
+            let _ = progress::start(&(*l).home);
         }
     }
 }
@@ -234,17 +234,18 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
                 and {outstanding} deferred operation(s) in progress");
             return err::EBUSY;
         }
-        // The CQ whose fd waits slept on goes first: the core refuses to close a domain
-        // with CQs open.
-        // SAFETY: live until we free it below.
-        unsafe { (*layered).home.release_progress() };
-        // rscntr's progress thread lets go of the domain before the core closes it.
+        // rscntr's progress thread lets go of the domain (and of its progress fd) before the
+        // core closes it.
         // SAFETY: live until we free it below.
         let auto = unsafe { (*layered).home.auto_progress };
         if auto {
             // SAFETY: as above.
-            progress::stop(unsafe { &(*layered).home.deferred });
+            progress::stop(unsafe { &(*layered).home });
         }
+        // The CQ whose fd waits slept on goes next: the core refuses to close a domain
+        // with CQs open.
+        // SAFETY: live until we free it below.
+        unsafe { (*layered).home.release_progress() };
         // The CQs are closed (the core refuses to close a domain with CQs open, and its
         // refusal comes after: the filters are freed only once the domain has closed).
         // SAFETY: the record of this domain; nothing refers to its tables once it is gone.
@@ -259,7 +260,7 @@ unsafe extern "C" fn domain_close(fid: *mut ofi::fid) -> c_int {
                 if auto {
                     // The domain stays open: its progress goes on.
                     // SAFETY: as above.
-                    let _ = unsafe { progress::start(&(*layered).home.deferred) };
+                    let _ = unsafe { progress::start(&(*layered).home) };
                 }
                 e
             }

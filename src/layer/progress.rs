@@ -7,9 +7,14 @@
 //! with manual progress and `FI_THREAD_SAFE`, and rscntr's progress thread
 //! (`engine/progress.rs`) drives it through the domain's CQs, each read through rscntr's
 //! filter (`deferred.rs`): one read of no entries per CQ and pass, while every endpoint bound
-//! to the CQ is enabled. Those cores give rscntr nothing to sleep on (shm's own waits yield), so
-//! the thread's passes follow a schedule: quick while a pass finds new entries, backing off to
-//! 50 ms when none come (`engine/progress.rs`); with no such domain open it costs nothing.
+//! to the CQ is enabled. The thread's passes follow a schedule: quick while a pass finds new
+//! entries, backing off to 50 ms when none come (`engine/progress.rs`). Once the domain is
+//! idle, over tcp the thread sleeps on the domain's progress fd instead (the epoll set of its
+//! sockets, as the wait fd of the core CQ that bound waits sleep on, [`Plan::ProgressFd`]),
+//! so an idle tcp domain costs nothing but a re-check a second. shm, rxd and rxm give rscntr
+//! nothing that shows all their work (shm's own waits yield; rxm's fds are per endpoint, and
+//! its connection events on another), so there the schedule goes on. With no such domain open
+//! the thread costs nothing.
 //!
 //! Where the core's own AUTO moves data (sockets; `ofi_rxm` for endpoints with `FI_ATOMIC`, which
 //! sleeps on its inner CQ's fd) it serves, with the threading the application asked for in the
@@ -18,7 +23,9 @@
 //! application's calls, and rxm without `FI_ATOMIC` serves only connections: those are driven
 //! by rscntr too ([`core_moves_data`]). Domains that did not ask for AUTO are untouched.
 
-use super::deferred::Deferred;
+use super::home::CoreHome;
+use super::wait::Plan;
+use crate::engine::Blocker;
 use crate::engine::progress::{self, Driven};
 use crate::{fi_warn, ofi};
 use std::ffi::c_int;
@@ -67,24 +74,42 @@ pub unsafe fn manual_for_core(core_info: *mut ofi::fi_info) {
     }
 }
 
-impl Driven for Deferred {
+impl Driven for CoreHome {
     fn drive(&self) -> bool {
         let mut found = false;
-        for f in self.filters() {
+        for f in self.deferred.filters() {
             // SAFETY: the domain's filters live until it closes, after stop().
             found |= unsafe { (*f).drive() };
         }
         found
     }
+
+    fn idle_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.progress.lock().as_ref().map(|b| b.fd())
+    }
+
+    fn arm_idle(&self) -> bool {
+        let blocker = self.progress.lock().clone();
+        blocker.is_none_or(|b| b.arm())
+    }
 }
 
-/// Starts driving a domain's CQs.
+/// Starts driving a domain's CQs; over tcp, with the domain's progress fd to sleep on once idle.
 ///
 /// # Safety
-/// `deferred` is the domain's, and [`stop`] is called before it is freed.
-pub unsafe fn start(deferred: &Deferred) -> c_int {
+/// `home` is the domain's, and [`stop`] is called before it is freed or its progress fd closed.
+pub unsafe fn start(home: &CoreHome) -> c_int {
+    if home.plan == Plan::ProgressFd
+        && let Err(e) = home.progress_blocker()
+    {
+        // The schedule alone serves (as over shm).
+        crate::fi_info!(
+            Domain,
+            "no progress fd from the core ({e}): rscntr's progress thread naps on its schedule"
+        );
+    }
     // SAFETY: caller's contract.
-    match unsafe { progress::register(key(deferred), deferred as &dyn Driven as *const _) } {
+    match unsafe { progress::register(key(home), home as &dyn Driven as *const _) } {
         Ok(()) => 0,
         Err(e) => {
             fi_warn!(Domain, "cannot start rscntr's progress thread: {e}");
@@ -93,11 +118,11 @@ pub unsafe fn start(deferred: &Deferred) -> c_int {
     }
 }
 
-/// Stops driving the domain; returns once the thread is out of it.
-pub fn stop(deferred: &Deferred) {
-    progress::unregister(key(deferred));
+/// Stops driving the domain; returns once the thread is out of it (and off its fd).
+pub fn stop(home: &CoreHome) {
+    progress::unregister(key(home));
 }
 
-fn key(deferred: &Deferred) -> usize {
-    deferred as *const Deferred as usize
+fn key(home: &CoreHome) -> usize {
+    home as *const CoreHome as usize
 }
