@@ -11,7 +11,8 @@
  * | part    | checks                                                                          |
  * |---------|---------------------------------------------------------------------------------|
  * | writes  | fi_write, fi_writev, fi_writemsg, fi_inject_write, fi_writedata,                |
- * |         | fi_inject_writedata to MR1: w1 and epB +1 each, r1 and m2 unmoved, txA +1; the  |
+ * |         | fi_inject_writedata to MR1, of 32 B and of 4 KiB (injects: up to inject_size):   |
+ * |         | w1 and epB +1 each, r1 and m2 unmoved, txA +1; the                              |
  * |         | data is in place once w1 shows the write; writedata's own data reaches B's CQ   |
  * |         | (FI_REMOTE_CQ_DATA, the value sent) and nothing else does                      |
  * | reads   | fi_read, fi_readv, fi_readmsg of MR1: r1 and epB +1, w1 unmoved                 |
@@ -47,6 +48,9 @@
 #define NAME "rma_event"
 #define TMO 5000
 #define LEN 64
+/* A write this long is rscntr's plain write and a notification after it (rma_ep.rs,
+ * NOTIFY_AFTER); LEN / 2 carries its notification itself. */
+#define BIG 4096
 
 static const char *prov;
 static struct fi_info *info;
@@ -58,7 +62,7 @@ static struct fid_ep *epA, *epB;
 static struct fid_cntr *txA, *w1, *r1, *m2, *epBc;
 static struct fid_mr *mrA, *mr1, *mr2;
 static fi_addr_t addrA, addrB;
-static char bufA[LEN * 4], buf1[LEN], buf2[LEN];
+static char bufA[BIG + LEN * 4], buf1[BIG], buf2[LEN];
 static int mr_counters, rma_emulated, mr_reads_told;
 
 static void watchdog(int sig)
@@ -260,41 +264,43 @@ static struct fid_ep *endpoint(struct fid_cq *cq, struct fid_cntr *c, uint64_t f
 	return e;
 }
 
-static void test_writes(void)
+static void test_writes(size_t size)
 {
 	static struct fi_context2 ctx[8];
 	const char *what[] = { "fi_write", "fi_writev", "fi_writemsg", "fi_inject_write",
 			       "fi_writedata", "fi_inject_writedata" };
 	uint64_t data = 0x1234abcd;
 	for (int k = 0; k < 6; k++) {
+		int inject = k == 3 || k == 5;
+		size_t n = inject && size > info->tx_attr->inject_size ? info->tx_attr->inject_size : size;
 		struct expect e = now_counts();
 		char *src = bufA + k;
-		memset(src, 'a' + k, LEN / 2);
+		memset(src, 'a' + k + (int) (size & 7), n);
 		uint64_t ra = raddr(mr1, buf1, buf1);
 		void *d = desc_of(mrA);
 		ssize_t r;
-		struct iovec iov = { src, LEN / 2 };
-		struct fi_rma_iov riov = { ra, LEN / 2, key_of(mr1) };
+		struct iovec iov = { src, n };
+		struct fi_rma_iov riov = { ra, n, key_of(mr1) };
 		struct fi_msg_rma msg = { .msg_iov = &iov, .desc = &d, .iov_count = 1, .addr = addrB,
 					  .rma_iov = &riov, .rma_iov_count = 1, .context = &ctx[k] };
 		switch (k) {
-		case 0: r = POST2(fi_write(epA, src, LEN / 2, d, addrB, ra, key_of(mr1), &ctx[k])); break;
+		case 0: r = POST2(fi_write(epA, src, n, d, addrB, ra, key_of(mr1), &ctx[k])); break;
 		case 1: r = POST2(fi_writev(epA, &iov, &d, 1, addrB, ra, key_of(mr1), &ctx[k])); break;
 		case 2: r = POST2(fi_writemsg(epA, &msg, FI_COMPLETION)); break;
-		case 3: r = POST2(fi_inject_write(epA, src, LEN / 2, addrB, ra, key_of(mr1))); break;
-		case 4: r = POST2(fi_writedata(epA, src, LEN / 2, d, data, addrB, ra, key_of(mr1), &ctx[k])); break;
-		default: r = POST2(fi_inject_writedata(epA, src, LEN / 2, data, addrB, ra, key_of(mr1))); break;
+		case 3: r = POST2(fi_inject_write(epA, src, n, addrB, ra, key_of(mr1))); break;
+		case 4: r = POST2(fi_writedata(epA, src, n, d, data, addrB, ra, key_of(mr1), &ctx[k])); break;
+		default: r = POST2(fi_inject_writedata(epA, src, n, data, addrB, ra, key_of(mr1))); break;
 		}
-		CHECK(r == 0, "%s returned %zd (%s)", what[k], r, fi_strerror((int) -r));
-		if (k != 3 && k != 5)
+		CHECK(r == 0, "%s of %zu B returned %zd (%s)", what[k], n, r, fi_strerror((int) -r));
+		if (!inject)
 			wait_A(1, &ctx[k]);
 		e.w1++;
 		e.ep++;
 		e.tx++;
 		settle_to(e, what[k]);
-		CHECK(!memcmp(buf1, src, LEN / 2), "%s: the data is not in MR1 once counted", what[k]);
+		CHECK(!memcmp(buf1, src, n), "%s of %zu B: the data is not in MR1 once counted", what[k], n);
 		int got = drain_B(data, k >= 4 ? 1 : 0);
-		CHECK(got == (k >= 4 ? 1 : 0), "%s: B's CQ got %d entries", what[k], got);
+		CHECK(got == (k >= 4 ? 1 : 0), "%s of %zu B: B's CQ got %d entries", what[k], n, got);
 	}
 }
 
@@ -513,7 +519,8 @@ int main(void)
 	if (h_failed)
 		return finish(NAME);
 
-	test_writes();
+	test_writes(LEN / 2);
+	test_writes(BIG);
 	test_reads();
 	test_other_mr();
 	if (has_atomic)

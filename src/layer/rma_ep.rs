@@ -1,9 +1,12 @@
 //! The initiator's side of rscntr's remote-access counters (`rma_event.rs`): the rma and
 //! atomic tables of an endpoint in a domain whose remote accesses rscntr counts.
 //!
-//! - every write carries its notification as remote CQ data: `write`, `writev` and `inject`
-//!   become the core's `writedata`, `writemsg` and `injectdata`; the application's own remote
-//!   CQ data (`writedata`, `injectdata`, FI_REMOTE_CQ_DATA) rides in the same word;
+//! - a write of at most [`NOTIFY_AFTER`] bytes carries its notification as remote CQ data:
+//!   `write`, `writev`, `writemsg` and `inject` become the core's `writedata`, `writemsg` and
+//!   `injectdata`; the application's own remote CQ data (`writedata`, `injectdata`,
+//!   FI_REMOTE_CQ_DATA) rides in the same word, whatever the size;
+//! - a longer write without the application's remote CQ data is the core's own write,
+//!   followed by a notification as a read is (below);
 //! - a read or an atomic (a fetching one counts as both a write and a read), once the core
 //!   took it, is followed by a write of nothing that
 //!   carries the notification, on the same endpoint: the target's core handles a connection's
@@ -28,6 +31,16 @@ use std::time::{Duration, Instant};
 const REMOTE_CQ_DATA: u64 = ofi::FI_REMOTE_CQ_DATA as u64;
 /// Notifications outstanding on an endpoint from which its poster reads their completions.
 const DRAIN_AT: usize = 64;
+/// Writes longer than this (without the application's remote CQ data) go as the core's own
+/// write followed by a notification, rather than carrying the notification themselves. At the
+/// target, tcp holds a write with remote CQ data that is still arriving as a transfer to
+/// report; an endpoint closed meanwhile reports it cancelled, with no context, and rxm's close
+/// crashes on that entry (`rxm_handle_comp_error`, libfabric 2.1: SOS `unit/bigput` across
+/// hosts, whose peer exits while large puts to it are still on the wire). A plain write still
+/// arriving is dropped silently, as over the core alone, and the notification after it is
+/// complete as soon as its header is in. Writes up to this size almost always arrive in the
+/// segment that carries their header, and keep their one message.
+pub const NOTIFY_AFTER: usize = 1024;
 
 /// An endpoint's rma and atomic tables (its table pointers point into this record).
 #[repr(C)]
@@ -135,6 +148,22 @@ impl RmaEp {
     fn core_atomic(&self) -> &ofi::fi_ops_atomic {
         // SAFETY: as above, for atomics.
         unsafe { &*self.core_atomic }
+    }
+
+    /// After the core's plain write (`ret`): when it took it, notifies `dest` of it.
+    fn then_notify(
+        &self,
+        ret: isize,
+        dest: ofi::fi_addr_t,
+        keys: impl IntoIterator<Item = u64>,
+    ) -> isize {
+        if ret != 0 {
+            return ret;
+        }
+        crate::ffi_boundary! {
+            self.notify(dest, keys, Kind::Write);
+            0isize
+        }
     }
 
     /// Notifies `dest` of an access of `kind` to each MR of `keys` (once per MR).
@@ -300,6 +329,12 @@ unsafe extern "C" fn write(
     context: *mut c_void,
 ) -> isize {
     let r = record_of!(ep, rma);
+    if len > NOTIFY_AFTER {
+        // SAFETY: the core's own op (present: only then is this installed), as asked.
+        let ret =
+            unsafe { r.core_rma().write.unwrap()(ep, buf, len, desc, dest, addr, key, context) };
+        return r.then_notify(ret, dest, [key]);
+    }
     let data = encode(Kind::Write, key, 0);
     match r.core_rma().writedata {
         // SAFETY: the core's own op with the application's arguments.
@@ -329,6 +364,12 @@ unsafe extern "C" fn writev(
             .map(|v| v.iov_len)
             .sum()
     };
+    if len > NOTIFY_AFTER {
+        // SAFETY: the core's own op (present: only then is this installed), as asked.
+        let ret =
+            unsafe { r.core_rma().writev.unwrap()(ep, iov, desc, count, dest, addr, key, context) };
+        return r.then_notify(ret, dest, [key]);
+    }
     let rma_iov = ofi::fi_rma_iov { addr, len, key };
     let msg = ofi::fi_msg_rma {
         msg_iov: iov,
@@ -359,6 +400,22 @@ unsafe extern "C" fn writemsg(
             // SAFETY: the core's own op, as asked.
             return unsafe { r.core_rma().writemsg.unwrap()(ep, msg, flags) };
         };
+        if flags & REMOTE_CQ_DATA == 0 {
+            let len: usize = if m.msg_iov.is_null() {
+                0
+            } else {
+                // SAFETY: the application's iovs, `iov_count` of them.
+                unsafe { std::slice::from_raw_parts(m.msg_iov, m.iov_count) }
+                    .iter()
+                    .map(|v| v.iov_len)
+                    .sum()
+            };
+            if len > NOTIFY_AFTER {
+                // SAFETY: the core's own op, as asked.
+                let ret = unsafe { r.core_rma().writemsg.unwrap()(ep, msg, flags) };
+                return r.then_notify(ret, m.addr, keys);
+            }
+        }
         let mut ours = *m;
         ours.data = if flags & REMOTE_CQ_DATA != 0 {
             encode(Kind::WriteData, first, m.data)
@@ -384,6 +441,11 @@ unsafe extern "C" fn inject(
     key: u64,
 ) -> isize {
     let r = record_of!(ep, rma);
+    if len > NOTIFY_AFTER {
+        // SAFETY: the core's own op (present: only then is this installed), as asked.
+        let ret = unsafe { r.core_rma().inject.unwrap()(ep, buf, len, dest, addr, key) };
+        return r.then_notify(ret, dest, [key]);
+    }
     let data = encode(Kind::Write, key, 0);
     match r.core_rma().injectdata {
         // SAFETY: the core's own op with the application's arguments.
