@@ -25,6 +25,9 @@
  * Over a core's own MR counters (sockets counts no reads on them) r1 is only printed.
  * | local   | sends A -> B, and B's own writes to A: no remote counter of B's moves           |
  * | A's CQ  | (CONTEXT format) gets exactly one entry per operation A posted, its context     |
+ * | close   | (rscntr's own counting only) an endpoint C closed while A's 256 MiB write to it |
+ * |         | is arriving closes (rxm's close crashed on such a write with remote CQ data),   |
+ * |         | and A's write then completes, with or without an error                          |
  *
  * Skipped, with the reason printed: FI_RSCNTR_CORE=none, a core without RDM endpoints, a
  * provider without FI_RMA_EVENT (a failure for rscntr over tcp and tcp;ofi_rxm), the atomic
@@ -430,6 +433,86 @@ static void test_local(void)
 	CHECK(fi_cq_read(cqA, &y, 1) == -FI_EAGAIN, "A's CQ has an entry left (context %p)", y.op_context);
 }
 
+/* Progress of A's CQ and of `cq`, reading nothing. */
+static void progress_with(struct fid_cq *cq)
+{
+	struct fi_cq_entry e;
+	(void) fi_cq_read(cqA, &e, 0);
+	(void) fi_cq_read(cq, &e, 0);
+}
+
+static void test_close_mid_write(void)
+{
+	static struct fi_context2 ctx[2];
+	const size_t size = 256u << 20;
+	char *big = calloc(1, size);
+	struct fid_cq *cqC = NULL;
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_DATA, .size = 64 };
+	CHECK_RET(fi_cq_open(domain, &ca, &cqC, NULL), 0);
+	struct fid_ep *epC = cqC && big ? endpoint(cqC, NULL, 0) : NULL;
+	struct fid_mr *mrC = NULL;
+	if (epC)
+		CHECK_RET(fi_mr_reg(domain, big, size, FI_REMOTE_WRITE, 0, 4, 0, &mrC, NULL), 0);
+	if (!epC || !mrC)
+		goto out;
+	enable_mr(mrC);
+	CHECK_RET(fi_enable(epC), 0);
+	char name[128];
+	size_t len = sizeof name;
+	fi_addr_t addrC;
+	CHECK_RET(fi_getname(&epC->fid, name, &len), 0);
+	CHECK_RET(fi_av_insert(av, name, 1, &addrC, 0, NULL), 1);
+	/* The connection first: a short write, both sides progressed. */
+	ssize_t r;
+	double t0 = now_ms();
+	while ((r = fi_write(epA, bufA, 8, desc_of(mrA), addrC, raddr(mrC, big, big), key_of(mrC),
+			     &ctx[0])) == -FI_EAGAIN && now_ms() - t0 < TMO)
+		progress_with(cqC);
+	CHECK(r == 0, "the short write to C returned %zd", r);
+	int got = 0;
+	while (r == 0 && !got && now_ms() - t0 < TMO) {
+		struct fi_cq_entry e;
+		got = fi_cq_read(cqA, &e, 1) == 1;
+		progress_with(cqC);
+	}
+	CHECK(got, "the short write to C did not complete");
+	/* The long one: C takes in part of it, then closes. */
+	t0 = now_ms();
+	while ((r = fi_write(epA, big, size, NULL, addrC, raddr(mrC, big, big), key_of(mrC),
+			     &ctx[1])) == -FI_EAGAIN && now_ms() - t0 < TMO)
+		progress_with(cqC);
+	CHECK(r == 0, "the 256 MiB write to C returned %zd", r);
+	for (int i = 0; r == 0 && i < 20; i++) {
+		progress_with(cqC);
+		usleep(200);
+	}
+	CHECK_RET(fi_close(&epC->fid), 0);
+	epC = NULL;
+	/* A's write ends one way or the other. */
+	got = 0;
+	t0 = now_ms();
+	while (r == 0 && !got && now_ms() - t0 < TMO) {
+		struct fi_cq_entry e;
+		ssize_t n = fi_cq_read(cqA, &e, 1);
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee = { 0 };
+			n = fi_cq_readerr(cqA, &ee, 0) == 1 ? 1 : 0;
+			CHECK(ee.op_context == &ctx[1], "A's error entry has context %p", ee.op_context);
+		}
+		got = n == 1;
+	}
+	CHECK(r != 0 || got, "the 256 MiB write to a closed endpoint never completed at A");
+	printf(NAME ": an endpoint closed while a 256 MiB write to it arrived: closed\n");
+out:
+	if (epC)
+		fi_close(&epC->fid);
+	if (mrC)
+		fi_close(&mrC->fid);
+	if (cqC)
+		CHECK_RET(fi_close(&cqC->fid), 0);
+	free(big);
+}
+
 int main(void)
 {
 	prov = getenv("RSCNTR_TEST_PROV") ? getenv("RSCNTR_TEST_PROV") : "rscntr";
@@ -526,6 +609,8 @@ int main(void)
 	if (has_atomic)
 		test_atomics();
 	test_local();
+	if (rma_emulated)
+		test_close_mid_write();
 
 	fi_close(&epA->fid);
 	fi_close(&epB->fid);
