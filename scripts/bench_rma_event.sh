@@ -10,7 +10,8 @@
 #   plus fi_rdm_pingpong over the core, rscntr as built and rscntr from OLD_PROV_DIR (a DSO from
 #   before remote-access counters, optional): what domains without FI_RMA_EVENT pay.
 # Medians of REPS interleaved runs, ratios against the core. Writes docs/rma_event_bench.md.
-#   scripts/bench_rma_event.sh [REPS]   (OLD_PROV_DIR=<dir with an older librscntr-fi.so>, OLD_LABEL=<its name>)
+#   scripts/bench_rma_event.sh [REPS]   (OLD_PROV_DIR=<dir with an older librscntr-fi.so>, OLD_LABEL=<its name>;
+#   CNTR_OLD_DIR=<dir>, CNTR_OLD_LABEL=<name>: the cntr runs again with that DSO, side by side)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -29,9 +30,11 @@ SIZES=(8 4096 65536 1048576)
 one() { # <core> <variant> <size>: appends lat and bw to $tmp files
     local core=$1 v=$2 size=$3 k prov mode n
     k=$(tr ';' _ <<<"$core")
-    case $v in core) prov=$core mode=cq ;; plain) prov=rscntr mode=cq ;; cntr) prov=rscntr mode=cntr ;; esac
+    local dir=$PROV_DIR
+    case $v in core) prov=$core mode=cq ;; plain) prov=rscntr mode=cq ;; cntr) prov=rscntr mode=cntr ;;
+        cntrold) prov=rscntr mode=cntr dir=$CNTR_OLD_DIR ;; esac
     n=2000; [ "$size" -ge 65536 ] && n=300
-    LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core timeout 120 \
+    LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$dir FI_RSCNTR_CORE=$core timeout 120 \
         prov_test/loopback_only.sh target/rma_event_bench -p "$prov" -m $mode -s "$size" -n $n > "$tmp/o" 2>&1
     awk -v f="$tmp/lat.$k.$v.$size" -v g="$tmp/bw.$k.$v.$size" \
         '/^lat_us/ {print $3 >> f} /^bw_mbs/ {print $3 >> g}' "$tmp/o"
@@ -39,7 +42,7 @@ one() { # <core> <variant> <size>: appends lat and bw to $tmp files
 for r in $(seq "$REPS"); do
     for core in "${CORES[@]}"; do
         for size in "${SIZES[@]}"; do
-            for v in core plain cntr; do one "$core" $v "$size"; done
+            for v in core plain cntr ${CNTR_OLD_DIR:+cntrold}; do one "$core" $v "$size"; done
         done
     done
 done
@@ -79,6 +82,21 @@ done
             echo "| $core | $size | $lc | $lp | $ln | $(ratio "$lp" "$lc") | $(ratio "$ln" "$lc") | $bc | $bp | $bn | $(ratio "$bp" "$bc") | $(ratio "$bn" "$bc") |"
         done
     done
+    if [ -n "${CNTR_OLD_DIR:-}" ]; then
+        echo
+        echo "### cntr against rscntr from ${CNTR_OLD_LABEL:-$CNTR_OLD_DIR}"
+        echo
+        echo "| core | bytes | cntr µs | before µs | cntr / before | cntr MB/s | before MB/s | cntr / before |"
+        echo "|---|---|---|---|---|---|---|---|"
+        for core in "${CORES[@]}"; do
+            k=$(tr ';' _ <<<"$core")
+            for size in "${SIZES[@]}"; do
+                ln=$(med "$tmp/lat.$k.cntr.$size"); lo=$(med "$tmp/lat.$k.cntrold.$size")
+                bn=$(med "$tmp/bw.$k.cntr.$size"); bo=$(med "$tmp/bw.$k.cntrold.$size")
+                echo "| $core | $size | $ln | $lo | $(ratio "$ln" "$lo") | $bn | $bo | $(ratio "$bn" "$bo") |"
+            done
+        done
+    fi
     echo
     echo "## Where FI_RMA_EVENT is not asked for: fi_rdm_pingpong (5000 iterations)"
     echo
