@@ -11,7 +11,7 @@
  * | part    | checks                                                                          |
  * |---------|---------------------------------------------------------------------------------|
  * | writes  | fi_write, fi_writev, fi_writemsg, fi_inject_write, fi_writedata,                |
- * |         | fi_inject_writedata to MR1, of 32 B and of 4 KiB (injects: up to inject_size):   |
+ * |         | fi_inject_writedata to MR1, of 32 B and 512 KiB (injects: up to inject_size):   |
  * |         | w1 and epB +1 each, r1 and m2 unmoved, txA +1; the                              |
  * |         | data is in place once w1 shows the write; writedata's own data reaches B's CQ   |
  * |         | (FI_REMOTE_CQ_DATA, the value sent) and nothing else does                      |
@@ -52,8 +52,8 @@
 #define TMO 5000
 #define LEN 64
 /* A write this long is rscntr's plain write and a notification after it (rma_ep.rs,
- * NOTIFY_AFTER); LEN / 2 carries its notification itself. */
-#define BIG 4096
+ * NOTIFY_AFTER, 256 KiB); LEN / 2 carries its notification itself. */
+#define BIG (512 << 10)
 
 static const char *prov;
 static struct fi_info *info;

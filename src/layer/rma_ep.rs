@@ -1,12 +1,12 @@
 //! The initiator's side of rscntr's remote-access counters (`rma_event.rs`): the rma and
 //! atomic tables of an endpoint in a domain whose remote accesses rscntr counts.
 //!
-//! - a write of at most [`NOTIFY_AFTER`] bytes carries its notification as remote CQ data:
+//! - a write of at most [`NOTIFY_AFTER`] bytes (256 KiB) carries its notification as remote CQ data:
 //!   `write`, `writev`, `writemsg` and `inject` become the core's `writedata`, `writemsg` and
 //!   `injectdata`; the application's own remote CQ data (`writedata`, `injectdata`,
 //!   FI_REMOTE_CQ_DATA) rides in the same word, whatever the size;
 //! - a longer write without the application's remote CQ data is the core's own write,
-//!   followed by a notification as a read is (below);
+//!   followed by a notification injected to the same place (`notify_written`);
 //! - a read or an atomic (a fetching one counts as both a write and a read), once the core
 //!   took it, is followed by a write of nothing that
 //!   carries the notification, on the same endpoint: the target's core handles a connection's
@@ -32,15 +32,18 @@ const REMOTE_CQ_DATA: u64 = ofi::FI_REMOTE_CQ_DATA as u64;
 /// Notifications outstanding on an endpoint from which its poster reads their completions.
 const DRAIN_AT: usize = 64;
 /// Writes longer than this (without the application's remote CQ data) go as the core's own
-/// write followed by a notification, rather than carrying the notification themselves. At the
-/// target, tcp holds a write with remote CQ data that is still arriving as a transfer to
-/// report; an endpoint closed meanwhile reports it cancelled, with no context, and rxm's close
-/// crashes on that entry (`rxm_handle_comp_error`, libfabric 2.1: SOS `unit/bigput` across
-/// hosts, whose peer exits while large puts to it are still on the wire). A plain write still
-/// arriving is dropped silently, as over the core alone, and the notification after it is
-/// complete as soon as its header is in. Writes up to this size almost always arrive in the
-/// segment that carries their header, and keep their one message.
-pub const NOTIFY_AFTER: usize = 1024;
+/// write followed by a notification ([`RmaEp::notify_written`]), rather than carrying the
+/// notification themselves. At the target, tcp holds a write with remote CQ data that is still
+/// arriving as a transfer to report; an endpoint closed meanwhile reports it cancelled, with
+/// no context, and rxm's close crashes on that entry (`rxm_handle_comp_error`, libfabric 2.1:
+/// SOS `unit/bigput` across hosts, whose 16 MiB puts to a peer were still on the wire when
+/// the peer exited). A plain write still arriving is dropped silently, as over the core
+/// alone, and the notification after it is complete as soon as its header is in. The second
+/// message costs: measured on loopback (`scripts/bench_rma_event.sh`), nothing at 1 MiB, about
+/// a quarter of the bandwidth at 64 KiB and half at 4 KiB; shorter writes, which take at most
+/// a couple of milliseconds to arrive even over a 1 Gbit/s link, keep their one message and
+/// the (narrower) window, as an application's own `fi_writedata` over the core has it.
+pub const NOTIFY_AFTER: usize = 256 << 10;
 
 /// An endpoint's rma and atomic tables (its table pointers point into this record).
 #[repr(C)]
@@ -150,18 +153,19 @@ impl RmaEp {
         unsafe { &*self.core_atomic }
     }
 
-    /// After the core's plain write (`ret`): when it took it, notifies `dest` of it.
+    /// After the core's plain write (`ret`): when it took it, notifies `dest` of it
+    /// ([`RmaEp::notify_written`]).
     fn then_notify(
         &self,
         ret: isize,
         dest: ofi::fi_addr_t,
-        keys: impl IntoIterator<Item = u64>,
+        places: impl IntoIterator<Item = (u64, u64)>,
     ) -> isize {
         if ret != 0 {
             return ret;
         }
         crate::ffi_boundary! {
-            self.notify(dest, keys, Kind::Write);
+            self.notify_written(dest, places);
             0isize
         }
     }
@@ -200,15 +204,22 @@ impl RmaEp {
             // core's CQ fills up with them.
             t.settle_deferred(Duration::ZERO);
         }
+        let tx = t.transmit_filter();
+        Self::retry(t, || match tx {
+            // SAFETY: a message without buffers; the domain's deferred operations.
+            Some(_) => unsafe { self.post_notification(&target, &msg) },
+            None => self.inject_notification(&target.bound, &msg),
+        });
+    }
+
+    /// Posts a notification with `post` until the core takes it (-FI_EAGAIN: retried for
+    /// up to 1 s, the endpoint's transmit CQ progressed meanwhile); a refusal is logged.
+    fn retry(t: &TriggerEp, mut post: impl FnMut() -> isize) -> isize {
         let deadline = Instant::now() + Duration::from_secs(1);
         let mut nap = Duration::from_micros(20);
         let tx = t.transmit_filter();
         loop {
-            let ret = match tx {
-                // SAFETY: a message without buffers; the domain's deferred operations.
-                Some(_) => unsafe { self.post_notification(&target, &msg) },
-                None => self.inject_notification(&target.bound, &msg),
-            };
+            let ret = post();
             if ret != err::EAGAIN as isize {
                 if ret != 0 {
                     fi_warn!(
@@ -217,7 +228,7 @@ impl RmaEp {
                         the target's counter misses it"
                     );
                 }
-                return;
+                return ret;
             }
             if Instant::now() >= deadline {
                 fi_warn!(
@@ -225,7 +236,7 @@ impl RmaEp {
                     "the core kept refusing the notification of a remote access (-FI_EAGAIN \
                     for 1 s): the target's counter misses it"
                 );
-                return;
+                return ret;
             }
             if let Some(f) = tx {
                 // SAFETY: the domain's filters live until it closes.
@@ -233,6 +244,51 @@ impl RmaEp {
             }
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    /// A long write's notification, once the core took the write: a write of nothing to
+    /// where the write went (`places`: remote address and key, one per MR), injected with
+    /// the mark as its remote CQ data. An inject writes no CQ entry, so nothing is filtered
+    /// out or read back: it costs the posting thread one more call. The endpoint's FI_WRITE
+    /// counters, which count it, are moved back first (they read one low until the core
+    /// counts it, never one high), and forward again when the core refuses it. Without the
+    /// core's injectdata, the notification a read gets.
+    fn notify_written(&self, dest: ofi::fi_addr_t, places: impl IntoIterator<Item = (u64, u64)>) {
+        // SAFETY: set right after patch, freed after this record is unused.
+        let Some(t) = (unsafe { self.trigger.load(Ordering::Acquire).as_ref() }) else {
+            return;
+        };
+        let mut seen: Vec<u64> = Vec::new();
+        for (addr, key) in places {
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let Some(inject) = self.core_rma().injectdata else {
+                self.notify_one(dest, key, Kind::Write);
+                continue;
+            };
+            let mut moved: Vec<*const dyn AnyCntr> = Vec::new();
+            for (c, f) in t.target().bound {
+                if f & ofi::FI_WRITE as u64 != 0 && !moved.iter().any(|m| std::ptr::addr_eq(*m, c))
+                {
+                    moved.push(c);
+                    // SAFETY: a bound counter cannot close before its endpoint.
+                    let _ = unsafe { &*c }.add(u64::MAX);
+                }
+            }
+            let data = encode(Kind::Write, key, 0);
+            // SAFETY: the core's own op on its endpoint; no bytes to copy.
+            let ret = Self::retry(t, || unsafe {
+                inject(self.ep, std::ptr::null(), 0, data, dest, addr, key)
+            });
+            if ret != 0 {
+                for c in moved {
+                    // SAFETY: as above.
+                    let _ = unsafe { &*c }.add(1);
+                }
+            }
         }
     }
 
@@ -302,11 +358,11 @@ macro_rules! record_of {
     };
 }
 
-/// The keys of a message's remote iovs.
+/// What `key` takes from each of a message's remote iovs (their keys, or places).
 ///
 /// # Safety
 /// `iov` holds `n` elements (NULL when 0).
-unsafe fn keys_of<T>(iov: *const T, n: usize, key: impl Fn(&T) -> u64) -> Vec<u64> {
+unsafe fn keys_of<T, K>(iov: *const T, n: usize, key: impl Fn(&T) -> K) -> Vec<K> {
     if iov.is_null() || n == 0 {
         return Vec::new();
     }
@@ -333,7 +389,7 @@ unsafe extern "C" fn write(
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret =
             unsafe { r.core_rma().write.unwrap()(ep, buf, len, desc, dest, addr, key, context) };
-        return r.then_notify(ret, dest, [key]);
+        return r.then_notify(ret, dest, [(addr, key)]);
     }
     let data = encode(Kind::Write, key, 0);
     match r.core_rma().writedata {
@@ -368,7 +424,7 @@ unsafe extern "C" fn writev(
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret =
             unsafe { r.core_rma().writev.unwrap()(ep, iov, desc, count, dest, addr, key, context) };
-        return r.then_notify(ret, dest, [key]);
+        return r.then_notify(ret, dest, [(addr, key)]);
     }
     let rma_iov = ofi::fi_rma_iov { addr, len, key };
     let msg = ofi::fi_msg_rma {
@@ -413,7 +469,9 @@ unsafe extern "C" fn writemsg(
             if len > NOTIFY_AFTER {
                 // SAFETY: the core's own op, as asked.
                 let ret = unsafe { r.core_rma().writemsg.unwrap()(ep, msg, flags) };
-                return r.then_notify(ret, m.addr, keys);
+                // SAFETY: its remote iovs.
+                let places = unsafe { keys_of(m.rma_iov, m.rma_iov_count, |v| (v.addr, v.key)) };
+                return r.then_notify(ret, m.addr, places);
             }
         }
         let mut ours = *m;
@@ -444,7 +502,7 @@ unsafe extern "C" fn inject(
     if len > NOTIFY_AFTER {
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret = unsafe { r.core_rma().inject.unwrap()(ep, buf, len, dest, addr, key) };
-        return r.then_notify(ret, dest, [key]);
+        return r.then_notify(ret, dest, [(addr, key)]);
     }
     let data = encode(Kind::Write, key, 0);
     match r.core_rma().injectdata {
