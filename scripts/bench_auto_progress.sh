@@ -103,7 +103,7 @@ done
     echo "manual progress (over tcp, whose own infos say AUTO, rscntr's first infos say MANUAL: what they"
     echo "give without a thread). Nothing of rscntr's progress runs for it."
     if [ -n "${OLD_PROV_DIR:-}" ]; then
-        echo "*before*: rscntr from ${OLD_LABEL:-$OLD_PROV_DIR} (before automatic progress)."
+        echo "*before*: rscntr from ${OLD_LABEL:-$OLD_PROV_DIR}."
     fi
     echo
     echo "| core | bytes | core µs | rscntr µs | rscntr / core | before µs | rscntr / before |"

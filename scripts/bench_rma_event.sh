@@ -8,7 +8,7 @@
 #     cntr  rscntr over the core with FI_RMA_EVENT, plain fi_write, the target polling a
 #           counter bound to its MR with FI_REMOTE_WRITE (rscntr's notifications);
 #   plus fi_rdm_pingpong over the core, rscntr as built and rscntr from OLD_PROV_DIR (a DSO from
-#   before remote-access counters, optional): what domains without FI_RMA_EVENT pay.
+#   before remote-access counters, or any other, optional): what domains without FI_RMA_EVENT pay.
 # Medians of REPS interleaved runs, ratios against the core. Writes docs/rma_event_bench.md.
 #   scripts/bench_rma_event.sh [REPS]   (OLD_PROV_DIR=<dir with an older librscntr-fi.so>, OLD_LABEL=<its name>;
 #   CNTR_OLD_DIR=<dir>, CNTR_OLD_LABEL=<name>: the cntr runs again with that DSO, side by side)
@@ -101,7 +101,7 @@ done
     echo "## Where FI_RMA_EVENT is not asked for: fi_rdm_pingpong (5000 iterations)"
     echo
     echo "Domains without FI_RMA_EVENT keep the core's tables and CQs: no rscntr code on their data path."
-    [ -n "${OLD_PROV_DIR:-}" ] && echo "*before*: rscntr from ${OLD_LABEL:-$OLD_PROV_DIR} (before remote-access counters)."
+    [ -n "${OLD_PROV_DIR:-}" ] && echo "*before*: rscntr from ${OLD_LABEL:-$OLD_PROV_DIR}."
     echo
     echo "| core | bytes | core µs | rscntr µs | rscntr / core | before µs | rscntr / before |"
     echo "|---|---|---|---|---|---|---|"
