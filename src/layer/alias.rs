@@ -10,6 +10,7 @@
 //! through the trigger-able endpoint's tables; the others are the core's own, on the core
 //! endpoint.
 
+use super::op::iov_len;
 use super::trigger::TriggerEp;
 use crate::boundary::ffi::err;
 use crate::{fi_warn, ofi};
@@ -454,21 +455,6 @@ alias_op!(fn r_writedata(buf: *const c_void, len: usize, desc: *mut c_void, data
     |a, ep, fl| { let (iov, mut d, r) = (iov1(buf, len), desc, rma_iov(addr, len, key)); via_msg!(ep, rma.writemsg, &rmsg(&iov, &mut d, 1, dest, &r, ctx, data), fl | FI_REMOTE_CQ_DATA) });
 alias_op!(fn r_injectdata(buf: *const c_void, len: usize, data: u64, dest: u64, addr: u64, key: u64) tx, rma.injectdata,
     |a, ep, fl| { let (iov, r) = (iov1(buf, len), rma_iov(addr, len, key)); via_msg!(ep, rma.writemsg, &rmsg(&iov, std::ptr::null_mut(), 1, dest, &r, std::ptr::null_mut(), data), fl | FI_INJECT | FI_REMOTE_CQ_DATA) });
-
-/// The bytes of an iovec array (the remote length of a `readv`/`writev`).
-///
-/// # Safety
-/// `iov` holds `count` elements (or `count` is 0).
-unsafe fn iov_len(iov: *const libc::iovec, count: usize) -> usize {
-    if iov.is_null() || count == 0 {
-        return 0;
-    }
-    // SAFETY: caller's contract.
-    unsafe { std::slice::from_raw_parts(iov, count) }
-        .iter()
-        .map(|v| v.iov_len)
-        .sum()
-}
 
 const RMA: ofi::fi_ops_rma = ofi::fi_ops_rma {
     size: std::mem::size_of::<ofi::fi_ops_rma>(),

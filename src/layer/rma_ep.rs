@@ -18,7 +18,7 @@
 //! ones (`trigger.rs`), so triggered and deferred operations notify too.
 
 use super::deferred::Deferred;
-use super::op::{CoreOps, Op};
+use super::op::{CoreOps, Op, iov_len};
 use super::rma_event::{Kind, encode};
 use super::trigger::{TriggerEp, copy_table, ours_where_the_core_has};
 use crate::boundary::ffi::err;
@@ -255,29 +255,22 @@ impl RmaEp {
     /// counts it, never one high), and forward again when the core refuses it. Without the
     /// core's injectdata, the notification a read gets.
     fn notify_written(&self, dest: ofi::fi_addr_t, places: impl IntoIterator<Item = (u64, u64)>) {
+        let Some(inject) = self.core_rma().injectdata else {
+            self.notify(dest, places.into_iter().map(|(_, key)| key), Kind::Write);
+            return;
+        };
         // SAFETY: set right after patch, freed after this record is unused.
         let Some(t) = (unsafe { self.trigger.load(Ordering::Acquire).as_ref() }) else {
             return;
         };
+        let bound = t.target().bound;
         let mut seen: Vec<u64> = Vec::new();
         for (addr, key) in places {
             if seen.contains(&key) {
                 continue;
             }
             seen.push(key);
-            let Some(inject) = self.core_rma().injectdata else {
-                self.notify_one(dest, key, Kind::Write);
-                continue;
-            };
-            let mut moved: Vec<*const dyn AnyCntr> = Vec::new();
-            for (c, f) in t.target().bound {
-                if f & ofi::FI_WRITE as u64 != 0 && !moved.iter().any(|m| std::ptr::addr_eq(*m, c))
-                {
-                    moved.push(c);
-                    // SAFETY: a bound counter cannot close before its endpoint.
-                    let _ = unsafe { &*c }.add(u64::MAX);
-                }
-            }
+            let moved = move_back_writes(&bound);
             let data = encode(Kind::Write, key, 0);
             // SAFETY: the core's own op on its endpoint; no bytes to copy.
             let ret = Self::retry(t, || unsafe {
@@ -285,7 +278,7 @@ impl RmaEp {
             });
             if ret != 0 {
                 for c in moved {
-                    // SAFETY: as above.
+                    // SAFETY: as in move_back_writes.
                     let _ = unsafe { &*c }.add(1);
                 }
             }
@@ -330,18 +323,26 @@ impl RmaEp {
             self.core_rma().writemsg.unwrap()(self.ep, msg, REMOTE_CQ_DATA | ofi::FI_INJECT as u64)
         };
         if ret == 0 {
-            let mut moved: Vec<*const dyn AnyCntr> = Vec::new();
-            for (c, f) in bound {
-                if f & ofi::FI_WRITE as u64 != 0 && !moved.iter().any(|m| std::ptr::addr_eq(*m, *c))
-                {
-                    moved.push(*c);
-                    // SAFETY: a bound counter cannot close before its endpoint.
-                    let _ = unsafe { &**c }.add(u64::MAX);
-                }
-            }
+            move_back_writes(bound);
         }
         ret
     }
+}
+
+/// Moves each of `bound`'s FI_WRITE counters (once per counter) one back, for a notification
+/// the core counts as a write; returns them, to move forward again if the core refuses it.
+fn move_back_writes<'a>(
+    bound: &[(*const (dyn AnyCntr + 'a), u64)],
+) -> Vec<*const (dyn AnyCntr + 'a)> {
+    let mut moved = Vec::new();
+    for (c, f) in bound {
+        if f & ofi::FI_WRITE as u64 != 0 && !moved.iter().any(|m| std::ptr::addr_eq(*m, *c)) {
+            moved.push(*c);
+            // SAFETY: a bound counter cannot close before its endpoint.
+            let _ = unsafe { &**c }.add(u64::MAX);
+        }
+    }
+    moved
 }
 
 /// The record of an endpoint whose tables these are: its table pointers point at the trigger
@@ -411,15 +412,8 @@ unsafe extern "C" fn writev(
     context: *mut c_void,
 ) -> isize {
     let r = record_of!(ep, rma);
-    let len: usize = if iov.is_null() {
-        0
-    } else {
-        // SAFETY: the application's iovs, `count` of them.
-        unsafe { std::slice::from_raw_parts(iov, count) }
-            .iter()
-            .map(|v| v.iov_len)
-            .sum()
-    };
+    // SAFETY: the application's iovs, `count` of them.
+    let len = unsafe { iov_len(iov, count) };
     if len > NOTIFY_AFTER {
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret =
@@ -457,16 +451,8 @@ unsafe extern "C" fn writemsg(
             return unsafe { r.core_rma().writemsg.unwrap()(ep, msg, flags) };
         };
         if flags & REMOTE_CQ_DATA == 0 {
-            let len: usize = if m.msg_iov.is_null() {
-                0
-            } else {
-                // SAFETY: the application's iovs, `iov_count` of them.
-                unsafe { std::slice::from_raw_parts(m.msg_iov, m.iov_count) }
-                    .iter()
-                    .map(|v| v.iov_len)
-                    .sum()
-            };
-            if len > NOTIFY_AFTER {
+            // SAFETY: the application's iovs, `iov_count` of them.
+            if unsafe { iov_len(m.msg_iov, m.iov_count) } > NOTIFY_AFTER {
                 // SAFETY: the core's own op, as asked.
                 let ret = unsafe { r.core_rma().writemsg.unwrap()(ep, msg, flags) };
                 // SAFETY: its remote iovs.
