@@ -67,16 +67,14 @@ done
     echo "process used meanwhile. With FI_PROGRESS_AUTO that is rscntr's progress thread, which sleeps"
     echo "on the domain's progress fd over tcp (a re-check a second) and passes over an idle domain"
     echo "every 50 ms at most over the others (they give it nothing to sleep on)."
+    before_col="" before_sep=""
     if [ -n "${OLD_PROV_DIR:-}" ]; then
         echo "*before*: AUTO with rscntr from ${OLD_LABEL:-$OLD_PROV_DIR}."
-        echo
-        echo "| core | manual: CPU µs per s | AUTO: CPU µs per s | AUTO: share of one core | before: AUTO CPU µs per s |"
-        echo "|---|---|---|---|---|"
-    else
-        echo
-        echo "| core | manual: CPU µs per s | AUTO: CPU µs per s | AUTO: share of one core |"
-        echo "|---|---|---|---|"
+        before_col=" before: AUTO CPU µs per s |" before_sep="---|"
     fi
+    echo
+    echo "| core | manual: CPU µs per s | AUTO: CPU µs per s | AUTO: share of one core |$before_col"
+    echo "|---|---|---|---|$before_sep"
     for core in "${CORES[@]}"; do
         k=$(tr ';' _ <<<"$core")
         m=$(med "$tmp/idle.0.$k"); a=$(med "$tmp/idle.1.$k")
