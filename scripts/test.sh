@@ -11,6 +11,21 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+# CI shows only the end of what this prints, so the run is also kept in target/test.log and
+# each failed step's last 40 lines are printed again after the summary.
+if [ -z "${RSCNTR_TEST_LOG:-}" ]; then
+    mkdir -p target
+    export RSCNTR_TEST_LOG=$ROOT/target/test.log
+    bash "$ROOT/scripts/test.sh" "$@" 2>&1 | tee "$RSCNTR_TEST_LOG"
+    rc=${PIPESTATUS[0]}
+    awk '/^==== (ok|skipped): / { n = 0; next }
+         /^==== FAILED: / { out = out sprintf("\n---- the last lines of: %s\n", substr($0, 14))
+                            for (i = (n > 40 ? n - 40 : 0); i < n; i++) out = out buf[i % 40] "\n"
+                            n = 0; next }
+         { buf[n % 40] = $0; n++ }
+         END { printf "%s", out }' "$RSCNTR_TEST_LOG"
+    exit "$rc"
+fi
 bash scripts/setup.sh || { echo "setup failed"; exit 1; }
 . scripts/env.sh
 LF21=$LF_PREFIX/lib

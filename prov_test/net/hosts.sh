@@ -289,7 +289,7 @@ hosts_measure() { # J
     sent=${out#sent }
     recv=$(sed -n 's/^received //p' "$log.sink")
     ruled=$(($(hosts_loss_count 1) - ruled)) txdrop=$(($(hosts_tap_drops 1) - txdrop))
-    CHECK_SENT=$sent CHECK_RECV=$recv CHECK_RULED=$ruled
+    CHECK_SENT=$sent CHECK_RECV=$recv CHECK_RULED=$ruled CHECK_TXDROP=$txdrop
     awk -v s="$sent" -v r="$recv" -v k="$ruled" -v t="$txdrop" 'BEGIN {
         printf "   one-way loss: %d of %d datagrams (%.3f %%); the loss rule dropped %d, ", s - r, s, (s - r) * 100 / s, k
         printf "the TAP %d, elsewhere %d\n", t, s - r - k - t }'
@@ -322,21 +322,26 @@ hosts_check() {
     hosts_up "$n" || return 1
     for ((j = 2; j <= n; j++)); do
         hosts_measure "$j" || { status=1; continue; }
-        # RTT: two delay-line passes; the median sits between the two smallest and largest
-        # holds, plus what the stacks and the wake-ups add (allowed: 300 us)
+        # What is asserted is what the shaping guarantees, not how fast this machine is (timing
+        # is for benchmarks): every frame is held DELAY +- JITTER once per one-way trip, so no
+        # round trip is shorter than 2 x (DELAY - JITTER); and the fastest of 2000 is under twice
+        # the longest the shaping allows (a delay applied twice, or in the wrong unit). The
+        # median is printed beside the range it usually falls in on an idle machine.
         awk -v line="$CHECK_RTT" -v d="$delay" -v jt="$jitter" 'BEGIN {
-                split(line, f, " "); med = f[5]; lo = 2 * (d - jt); hi = 2 * (d + jt) + 300
-                ok = med >= lo && med <= hi
-                printf "   RTT median %.1f us: %s (expected %d..%d)\n", med, ok ? "ok" : "OUT OF RANGE", lo, hi
+                split(line, f, " "); min = f[3]; med = f[5]; lo = 2 * (d - jt); hi = 2 * (d + jt)
+                ok = min >= lo && min <= 2 * hi
+                printf "   RTT min %.1f us: %s (expected %d..%d)", min, ok ? "ok" : "OUT OF RANGE", lo, 2 * hi
+                busy = "above the " hi + 300 " us of an idle machine: this one was busy"
+                printf "; median %.1f us (%s)\n", med, med <= hi + 300 ? "as on an idle machine" : busy
                 exit !ok }' || status=1
-        # loss: what the rule dropped within 5 standard deviations of the binomial (plus 5
-        # datagrams); anything lost besides (a stalled machine: the delay line not running for
-        # tens of milliseconds) under 0.5 %
-        awk -v s="$CHECK_SENT" -v r="$CHECK_RECV" -v k="$CHECK_RULED" -v p="$loss" 'BEGIN {
-                p /= 100; e = s * p; sd = sqrt(s * p * (1 - p)); x = s - r - k
+        # loss: what the rule dropped, of the frames that reached it, within 5 standard
+        # deviations of the binomial (plus 5 datagrams). Datagrams lost besides (the delay line
+        # or the receiver not running for tens of milliseconds) are printed, not asserted.
+        awk -v s="$CHECK_SENT" -v r="$CHECK_RECV" -v k="$CHECK_RULED" -v t="$CHECK_TXDROP" -v p="$loss" 'BEGIN {
+                p /= 100; n = s - t; e = n * p; sd = sqrt(n * p * (1 - p)); x = s - r - k - t
                 ok = k >= e - 5 * sd - 5 && k <= e + 5 * sd + 5
-                printf "   loss rule %d: %s (expected %.0f +- %.0f)\n", k, ok ? "ok" : "OUT OF RANGE", e, 5 * sd + 5
-                if (x > s / 200) { printf "   lost besides: %d, more than 0.5 %%\n", x; ok = 0 }
+                printf "   loss rule %d: %s (expected %.0f +- %.0f)", k, ok ? "ok" : "OUT OF RANGE", e, 5 * sd + 5
+                printf "; lost besides %d (%.2f %%)\n", x, x * 100 / s
                 exit !ok }' || status=1
     done
     hosts_tcp 2 || status=1
