@@ -25,6 +25,12 @@
  * Over a core's own MR counters (sockets counts no reads on them) r1 is only printed.
  * | local   | sends A -> B, and B's own writes to A: no remote counter of B's moves           |
  * | A's CQ  | (CONTEXT format) gets exactly one entry per operation A posted, its context     |
+ * | unenabled | an endpoint bound to a CQ and a counter, never enabled, closes                 |
+ * | ahead   | (rscntr's own counting only) reads and 512 KiB writes from a fresh endpoint:    |
+ * |         | its FI_WRITE and FI_READ counters never read more than it posted (rscntr's      |
+ * |         | notifications, which the core counts as writes, are taken out of them) and end  |
+ * |         | exact; deferred work waiting for the FI_WRITE counter to reach 1 does not run   |
+ * |         | before the first write                                                          |
  * | close   | (rscntr's own counting only) an endpoint C closed while A's 256 MiB write to it |
  * |         | is arriving closes (rxm's close crashed on such a write with remote CQ data),   |
  * |         | and A's write then completes, with or without an error                          |
@@ -45,6 +51,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_trigger.h>
 #include <rdma/fi_rma.h>
 #include "harness.h"
 
@@ -433,6 +440,106 @@ static void test_local(void)
 	CHECK(fi_cq_read(cqA, &y, 1) == -FI_EAGAIN, "A's CQ has an entry left (context %p)", y.op_context);
 }
 
+/* Polls `e`'s counters until they reach what was posted, each poll checking that neither
+ * reads more than its endpoint posted (rscntr's notifications are counted by the core as
+ * writes and taken out again: the count may lag, never run ahead, nor wrap below zero). */
+static void never_ahead(struct fid_cq *cq, struct fid_cntr *w, struct fid_cntr *r, uint64_t pw,
+			uint64_t pr, const char *what)
+{
+	double t0 = now_ms();
+	uint64_t vw, vr;
+	do {
+		vw = fi_cntr_read(w);
+		vr = fi_cntr_read(r);
+		CHECK(vw <= pw, "%s: the FI_WRITE counter read %" PRIu64 " with %" PRIu64 " writes posted",
+		      what, vw, pw);
+		CHECK(vr <= pr, "%s: the FI_READ counter read %" PRIu64 " with %" PRIu64 " reads posted",
+		      what, vr, pr);
+		if (vw > pw || vr > pr)
+			return;
+		struct fi_cq_entry e;
+		(void) fi_cq_read(cq, &e, 1);
+		progress();
+	} while ((vw < pw || vr < pr) && now_ms() - t0 < TMO);
+	CHECK(vw == pw && vr == pr, "%s: counters %" PRIu64 "/%" PRIu64 ", expected %" PRIu64 "/%" PRIu64,
+	      what, vw, vr, pw, pr);
+}
+
+/* An endpoint bound to a CQ and a counter, never enabled, closes (rscntr's close reads no CQ
+ * for it: a CQ read drives the progress of every endpoint bound to the CQ, and rxm's crashes
+ * on one never enabled). */
+static void test_close_unenabled(void)
+{
+	struct fid_cq *cq = NULL;
+	struct fid_cntr *c = cntr();
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT, .size = 16 };
+	CHECK_RET(fi_cq_open(domain, &ca, &cq, NULL), 0);
+	struct fid_ep *e = cq && c ? endpoint(cq, c, FI_WRITE | FI_READ) : NULL;
+	if (e)
+		CHECK_RET(fi_close(&e->fid), 0);
+	if (cq)
+		CHECK_RET(fi_close(&cq->fid), 0);
+	if (c)
+		CHECK_RET(fi_close(&c->fid), 0);
+	printf(NAME ": an endpoint never enabled: closed\n");
+}
+
+/* Reads (each notified by rscntr) and long writes (each a plain write and a notification)
+ * from a fresh endpoint whose counters start at 0, with its own transmit CQ (notifications
+ * are rscntr's deferred operations, their CQ entries filtered out). A deferred
+ * FI_OP_CNTR_ADD waits on the FI_WRITE counter reaching 1: it sees every value the counter
+ * takes, at once, so it must not run while only reads are posted, and must run once the
+ * first write is. */
+static void test_never_ahead(void)
+{
+	const char *what = "a fresh endpoint";
+	struct fid_cq *cq = NULL;
+	struct fid_cntr *w = cntr(), *r = cntr(), *fired = cntr();
+	struct fid_ep *e = NULL;
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT, .size = 256 };
+	CHECK_RET(fi_cq_open(domain, &ca, &cq, NULL), 0);
+	CHECK_RET(fi_endpoint(domain, info, &e, NULL), 0);
+	if (!e || !cq || !w || !r || !fired)
+		goto out;
+	CHECK_RET(fi_ep_bind(e, &av->fid, 0), 0);
+	CHECK_RET(fi_ep_bind(e, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	CHECK_RET(fi_ep_bind(e, &w->fid, FI_WRITE), 0);
+	CHECK_RET(fi_ep_bind(e, &r->fid, FI_READ), 0);
+	CHECK_RET(fi_enable(e), 0);
+	struct fi_op_cntr add = { .cntr = fired, .value = 1 };
+	struct fi_deferred_work work = { .threshold = 1, .triggering_cntr = w, .op_type = FI_OP_CNTR_ADD };
+	work.op.cntr = &add;
+	CHECK_RET(fi_control(&domain->fid, FI_QUEUE_WORK, &work), 0);
+	uint64_t pw = 0, pr = 0;
+	for (int i = 0; i < 40 && !h_failed; i++) {
+		ssize_t p = POST2(fi_read(e, bufA + LEN * 2, LEN, desc_of(mrA), addrB, raddr(mr1, buf1, buf1),
+					  key_of(mr1), NULL));
+		CHECK(p == 0, "%s: fi_read returned %zd", what, p);
+		pr += p == 0;
+		never_ahead(cq, w, r, pw, pr, what);
+		CHECK(pw || fi_cntr_read(fired) == 0, "%s: work waiting for its FI_WRITE counter to reach 1 "
+		      "ran with %" PRIu64 " reads and no write posted", what, pr);
+		if (i % 8 != 7)
+			continue;
+		p = POST2(fi_write(e, bufA, BIG, desc_of(mrA), addrB, raddr(mr1, buf1, buf1), key_of(mr1), NULL));
+		CHECK(p == 0, "%s: fi_write of %d B returned %zd", what, BIG, p);
+		pw += p == 0;
+		never_ahead(cq, w, r, pw, pr, what);
+	}
+	wait_val(fired, 1, "work waiting for the first write");
+	printf(NAME ": %s: %" PRIu64 " reads, %" PRIu64 " writes of %d B: its counters never ran ahead\n",
+	       what, pr, pw, BIG);
+out:
+	if (e)
+		CHECK_RET(fi_close(&e->fid), 0);
+	if (cq)
+		CHECK_RET(fi_close(&cq->fid), 0);
+	struct fid_cntr *cs[] = { w, r, fired };
+	for (size_t i = 0; i < 3; i++)
+		if (cs[i])
+			CHECK_RET(fi_close(&cs[i]->fid), 0);
+}
+
 /* Progress of A's CQ and of `cq`, reading nothing. */
 static void progress_with(struct fid_cq *cq)
 {
@@ -609,8 +716,11 @@ int main(void)
 	if (has_atomic)
 		test_atomics();
 	test_local();
-	if (rma_emulated)
+	test_close_unenabled();
+	if (rma_emulated) {
+		test_never_ahead();
 		test_close_mid_write();
+	}
 
 	fi_close(&epA->fid);
 	fi_close(&epB->fid);

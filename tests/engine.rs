@@ -53,6 +53,86 @@ fn values_wrap_modulo_2_pow_64() {
     assert_eq!(c.read(), 1);
 }
 
+/// Counts owed to rscntr's own operations come out of the core's next counts, never out of
+/// the value: it reads low until they come, never high, never wrapped below zero.
+#[test]
+fn owed_counts_come_out_of_the_cores_next_counts() {
+    let c = counter(WaitStrategy::None);
+    c.owe(2);
+    assert_eq!((c.read(), c.owed()), (0, 2), "owing moves nothing");
+    c.add(5).unwrap();
+    assert_eq!(c.read(), 5, "the application's own adds are not taken");
+    c.add_counted(1).unwrap();
+    assert_eq!((c.read(), c.owed()), (5, 1));
+    c.add_counted(3).unwrap();
+    assert_eq!(
+        (c.read(), c.owed()),
+        (7, 0),
+        "one of three taken, the rest counted"
+    );
+    c.add_counted(1).unwrap();
+    assert_eq!(c.read(), 8, "nothing owed: counted as it comes");
+    c.add_err(1).unwrap();
+    assert_eq!(c.read_err(), 1, "errors are never taken");
+}
+
+/// A count forgiven is cancelled while still owed, and given back once taken.
+#[test]
+fn forgiven_counts_are_cancelled_or_given_back() {
+    let c = counter(WaitStrategy::None);
+    c.owe(1);
+    c.forgive(1).unwrap();
+    assert_eq!(
+        (c.read(), c.owed()),
+        (0, 0),
+        "cancelled before any count came"
+    );
+    c.add_counted(1).unwrap();
+    assert_eq!(c.read(), 1);
+    c.owe(2);
+    c.add_counted(1).unwrap();
+    assert_eq!((c.read(), c.owed()), (1, 1), "one taken, one still owed");
+    c.forgive(2).unwrap();
+    assert_eq!((c.read(), c.owed()), (2, 0), "the one taken is given back");
+}
+
+/// A trigger waiting for 1 does not run while a count is owed and the core counts only it.
+#[test]
+fn an_owed_count_runs_no_trigger() {
+    use rscntr::engine::{Started, Starter, Tag, Work};
+    use std::sync::atomic::AtomicU64;
+    struct Ran(Arc<AtomicU64>);
+    impl Work for Ran {
+        fn start(&mut self) -> Started {
+            self.0.fetch_add(1, SeqCst);
+            Started::Done
+        }
+    }
+    let c = counter(WaitStrategy::None);
+    let ran = Arc::new(AtomicU64::new(0));
+    c.owe(1);
+    assert!(!c.trigger(
+        &Starter::global(),
+        1,
+        Tag { owner: 1, key: 1 },
+        Box::new(Ran(ran.clone()))
+    ));
+    c.add_counted(1).unwrap();
+    assert_eq!(c.read(), 0);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(ran.load(SeqCst), 0, "the work ran on an owed count");
+    c.add_counted(1).unwrap();
+    let t0 = Instant::now();
+    while ran.load(SeqCst) == 0 && t0.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        ran.load(SeqCst),
+        1,
+        "the work never ran on the application's count"
+    );
+}
+
 #[test]
 fn wait_none_polls() {
     let c = counter(WaitStrategy::None);

@@ -616,3 +616,45 @@ fn close_racing_the_starter_frees_nothing_in_use() {
         assert_eq!(s + d, 1, "started {s}, cancelled {d}");
     });
 }
+
+/// A count owed to rscntr's own operation (`Counter::owe`) comes out of whichever core count
+/// comes first, the operation's or the application's: in every interleaving the value never
+/// reads more than the application's one operation, nor wraps, and ends at exactly 1.
+#[test]
+fn an_owed_count_never_shows() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        c.owe(1);
+        let (ours, apps) = (c.clone(), c.clone());
+        let ours = thread::spawn(move || ours.add_counted(1).unwrap());
+        let apps = thread::spawn(move || apps.add_counted(1).unwrap());
+        let seen = c.read();
+        assert!(
+            seen <= 1,
+            "read {seen} with one operation of the application's"
+        );
+        ours.join().unwrap();
+        apps.join().unwrap();
+        assert_eq!((c.read(), c.owed()), (1, 0));
+    });
+}
+
+/// Forgiving the owed count (the core refused the operation) while the application's count
+/// comes: cancelled or given back, the value ends at exactly 1 and never reads more.
+#[test]
+fn a_forgiven_count_is_given_back_once() {
+    loom::model(|| {
+        let c = counter(WaitStrategy::Block);
+        c.owe(1);
+        let apps = c.clone();
+        let apps = thread::spawn(move || apps.add_counted(1).unwrap());
+        c.forgive(1).unwrap();
+        let seen = c.read();
+        assert!(
+            seen <= 1,
+            "read {seen} with one operation of the application's"
+        );
+        apps.join().unwrap();
+        assert_eq!((c.read(), c.owed()), (1, 0));
+    });
+}

@@ -83,10 +83,11 @@ pub fn note(r: Result<(), StoreError>) {
     }
 }
 
-/// What a core counted goes straight into the engine.
+/// What a core counted goes straight into the engine, less what rscntr's own operations owe
+/// ([`Counter::owe`]).
 impl<S: Store> Tally for Counter<S> {
     fn count(&self, n: u64) {
-        note(self.add(n));
+        note(self.add_counted(n));
     }
     fn count_err(&self, n: u64) {
         note(self.add_err(n));

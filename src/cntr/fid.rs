@@ -270,6 +270,11 @@ pub trait AnyCntr {
     /// The work did not start after all (the core answered -FI_EAGAIN) and is queued again:
     /// its use becomes a hold, in one step (see [`Holds`]).
     fn hold_again(&self);
+    /// The core will count an operation of rscntr's own into this counter: the next count
+    /// it makes is taken out (see `Counter::owe`).
+    fn owe(&self);
+    /// The count owed will not come ([`AnyCntr::owe`]).
+    fn forgive(&self);
     /// For deferred counter work: the application's fi_cntr_add / fi_cntr_set.
     fn add(&self, value: u64) -> c_int;
     fn add_err(&self, value: u64) -> c_int;
@@ -361,6 +366,14 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     }
     fn hold_again(&self) {
         self.work.hold_again();
+    }
+    fn owe(&self) {
+        self.engine.counter().owe(1);
+    }
+    fn forgive(&self) {
+        if let Err(e) = self.engine.counter().forgive(1) {
+            store_error("giving back a count owed", e);
+        }
     }
     fn add(&self, value: u64) -> c_int {
         match self.engine.counter().add(value) {

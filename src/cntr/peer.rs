@@ -52,7 +52,8 @@ unsafe extern "C" fn peer_inc<B: Backing>(peer: *mut peer_sys::fid_peer_cntr) {
     crate::ffi_boundary! {
         // SAFETY: the core passes back the peer fid we gave it; its context is our engine.
         if let Some(e) = unsafe { peer.as_ref() }.and_then(|p| unsafe { (p.fid.context as *const B).as_ref() }) {
-            note(e.counter().add(1));
+            // Counted as the core counts, less what rscntr's own operations owe (`owe`).
+            note(e.counter().add_counted(1));
         }
     }
 }

@@ -143,6 +143,8 @@ unsafe impl Send for BlockedIn {}
 pub struct Counter<S: Store = Atomics> {
     store: S,
     sets: AtomicU64,
+    /// Counts the core will make that are not the application's (see [`Counter::owe`]).
+    owed: AtomicU64,
     wake: AtomicU32,
     strategy: WaitStrategy,
     tuning: Tuning,
@@ -227,6 +229,7 @@ impl<S: Store> Counter<S> {
         Counter {
             store,
             sets: AtomicU64::new(0),
+            owed: AtomicU64::new(0),
             wake: AtomicU32::new(0),
             strategy,
             tuning: Tuning {
@@ -282,6 +285,58 @@ impl<S: Store> Counter<S> {
         let r = self.store.add_err(v);
         self.wake_waiters();
         r
+    }
+
+    /// The core will count `n` operations into this counter that are not the application's
+    /// (rscntr's own: a notification of a remote access, deferred work the application asked
+    /// no completion of). The next `n` counts that come from the core ([`Counter::add_counted`])
+    /// are taken out. Until they come the value may read `n` low, never high: moving it back
+    /// by `n` at once instead could wrap it below zero, to a value every waiter and every
+    /// queued trigger takes as met.
+    pub fn owe(&self, n: u64) {
+        self.owed.fetch_add(n, SeqCst);
+    }
+
+    /// `n` counts owed ([`Counter::owe`]) will not come after all (the core refused the
+    /// operation, or counted an error instead): cancelled, and where counts were already taken
+    /// out for them, given back.
+    pub fn forgive(&self, n: u64) -> Result<(), StoreError> {
+        let cancelled = self.take_owed(n);
+        if cancelled < n {
+            self.add(n - cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `n` counts the core made: what is owed ([`Counter::owe`]) is taken out first.
+    #[inline]
+    pub fn add_counted(&self, n: u64) -> Result<(), StoreError> {
+        let n = if self.owed.load(SeqCst) == 0 {
+            n
+        } else {
+            n - self.take_owed(n)
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        self.add(n)
+    }
+
+    /// Takes up to `n` from what is owed; how much.
+    fn take_owed(&self, n: u64) -> u64 {
+        match self
+            .owed
+            .fetch_update(SeqCst, SeqCst, |o| (o != 0).then(|| o - o.min(n)))
+        {
+            Ok(o) => o.min(n),
+            Err(_) => 0,
+        }
+    }
+
+    /// Counts owed and not yet taken out.
+    pub fn owed(&self) -> u64 {
+        self.owed.load(SeqCst)
     }
 
     pub fn set(&self, v: u64) -> Result<(), StoreError> {

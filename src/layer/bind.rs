@@ -525,9 +525,11 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         // SAFETY: the Binder is live until the core closed the object; its trigger record too.
         if let Some(t) = unsafe { (*b).trigger.as_ref() } {
             // SAFETY: as above.
-            if unsafe { !(*b).rma_ep.is_null() } {
+            if unsafe { !(*b).rma_ep.is_null() } && t.deferred() != 0 {
                 // rscntr's own notifications of remote accesses (`rma_ep.rs`) complete once
-                // the endpoint's CQs are read: the application cannot know of them.
+                // the endpoint's CQs are read: the application cannot know of them. Only
+                // then: reading a CQ drives the progress of every endpoint bound to it, and
+                // rxm's crashes on an endpoint that was never enabled.
                 t.settle_deferred(std::time::Duration::from_secs(1));
             }
             let (queued, aliases) = (t.queued(), t.aliases.load(std::sync::atomic::Ordering::Acquire));

@@ -8,9 +8,12 @@
 //!   of its own (a [`Record`]), so the core reports it even under FI_SELECTIVE_COMPLETION;
 //! - the CQs bound to trigger-able endpoints are read through a [`CqFilter`], which takes
 //!   rscntr's entries out before the application sees them: the completion counter gets +1
-//!   (an error: +1 error), the endpoint counters the core moved for it are moved back (they
-//!   show the count for the moment between the core's count and the CQ read: see the
-//!   README), and with FI_COMPLETION the entry stays, with the application's context;
+//!   (an error: +1 error), and with FI_COMPLETION the entry stays, with the application's
+//!   context;
+//! - without FI_COMPLETION, the endpoint counters the core will count it in owe that count
+//!   from before it is posted (`Counter::owe`: the next count the core makes there is taken
+//!   out), so they may read one low until the core counts it, never one high, which an
+//!   application waiting for its own operations, or a trigger, would take for a completion;
 //! - while deferred operations are outstanding, rscntr's watcher thread reads those CQs too
 //!   (driving the core's progress), keeping the application's entries for it in order, so
 //!   that completion counters move while the application only waits on counters.
@@ -67,10 +70,9 @@ pub struct Record {
     completion: Option<*const dyn AnyCntr>,
     /// FI_COMPLETION: the application wants the CQ entry and the endpoint counters' count.
     report: bool,
-    /// The endpoint counters the core counts this operation in (to move back).
-    undo: Vec<*const dyn AnyCntr>,
-    /// Those moved back already, at the post ([`Target::own`]).
-    premoved: Vec<*const dyn AnyCntr>,
+    /// The endpoint counters the core counts this operation in, which owe it that count
+    /// (`AnyCntr::owe`): the application did not ask for it.
+    owed: Vec<*const dyn AnyCntr>,
     /// The endpoint's count of deferred operations naming it, which keeps it from closing.
     ep_refs: *const AtomicUsize,
 }
@@ -86,10 +88,7 @@ pub struct Target<'a> {
     pub filters: Vec<*mut CqFilter>,
     /// Its count of deferred operations, held by the caller for this one.
     pub refs: &'a AtomicUsize,
-    /// rscntr's own operation (a notification of a remote access, `rma_ep.rs`): the
-    /// endpoint's counters are moved back before the core counts it rather than after (they
-    /// may show one less meanwhile, never one more, which an application waiting for its own
-    /// operations could take for a completion).
+    /// rscntr's own operation (a notification of a remote access, `rma_ep.rs`).
     pub own: bool,
 }
 
@@ -249,35 +248,26 @@ impl Deferred {
     ) -> Result<(), ()> {
         let report = flags & ofi::FI_COMPLETION as u64 != 0;
         let counted_as = op.counted_as();
-        let mut undo: Vec<*const dyn AnyCntr> = Vec::new();
+        // The counters the core will count it in owe that count from now: they may read
+        // one low until it comes, never one high (which an application waiting for its own
+        // operations, or a trigger, would take for a completion).
+        let mut owed: Vec<*const dyn AnyCntr> = Vec::new();
         if !report {
             for (c, f) in &ep.bound {
-                if f & counted_as != 0 && !undo.iter().any(|u| std::ptr::addr_eq(*u, *c)) {
-                    undo.push(*c);
+                if f & counted_as != 0 && !owed.iter().any(|u| std::ptr::addr_eq(*u, *c)) {
+                    owed.push(*c);
                 }
             }
         }
-        let premoved = if ep.own {
-            for u in &undo {
-                // SAFETY: bound to the endpoint, which is open. Wrapping: one back.
-                let _ = unsafe { &**u }.add(u64::MAX);
-            }
-            std::mem::take(&mut undo)
-        } else {
-            Vec::new()
-        };
-        let restore = |premoved: &[*const dyn AnyCntr]| {
-            for u in premoved {
-                // SAFETY: as above.
-                let _ = unsafe { &**u }.add(1);
-            }
-        };
+        for u in &owed {
+            // SAFETY: bound to the endpoint, which is open.
+            unsafe { &**u }.owe();
+        }
         let rec = Box::new(Record {
             app_context: op.context(),
             completion: completion.map(|c| c as *const dyn AnyCntr),
             report,
-            undo,
-            premoved,
+            owed,
             ep_refs: ep.refs,
         });
         let key = &*rec as *const Record as usize;
@@ -298,7 +288,10 @@ impl Deferred {
         op.set_context(app_context);
         if let Some(r) = &rec {
             // The core takes nothing: it counts nothing.
-            restore(&r.premoved);
+            for u in &r.owed {
+                // SAFETY: as above.
+                unsafe { &**u }.forgive();
+            }
         }
         if ret == err::EAGAIN as isize {
             return Err(());
@@ -340,23 +333,12 @@ impl Deferred {
             c.end_use();
         }
         if counted && !ok {
-            for u in &rec.premoved {
-                // SAFETY: as below. The core counted an error instead of the value moved back.
-                let u = unsafe { &**u };
-                let _ = u.add(1);
-                let _ = u.add_err(u64::MAX);
-            }
-        }
-        if counted {
-            for u in &rec.undo {
+            for u in &rec.owed {
                 // SAFETY: bound to the endpoint, which is open (it waits for this record).
                 let u = unsafe { &**u };
-                // Wrapping: one back.
-                let _ = if ok {
-                    u.add(u64::MAX)
-                } else {
-                    u.add_err(u64::MAX)
-                };
+                // The core counted an error instead of the count owed.
+                u.forgive();
+                let _ = u.add_err(u64::MAX);
             }
         }
         // SAFETY: the endpoint waits for its deferred operations before it closes.

@@ -12,7 +12,7 @@
 //!   carries the notification, on the same endpoint: the target's core handles a connection's
 //!   requests in order, so it counts the access after performing it. The notification is
 //!   rscntr's own deferred operation (`deferred.rs`): its completion never reaches the
-//!   application's CQ, and the endpoint's FI_WRITE counters are moved back for it.
+//!   application's CQ, and the endpoint's FI_WRITE counters owe the core's count of it.
 //!
 //! Endpoints of other domains keep the core's tables. These tables sit under the trigger-able
 //! ones (`trigger.rs`), so triggered and deferred operations notify too.
@@ -251,9 +251,9 @@ impl RmaEp {
     /// where the write went (`places`: remote address and key, one per MR), injected with
     /// the mark as its remote CQ data. An inject writes no CQ entry, so nothing is filtered
     /// out or read back: it costs the posting thread one more call. The endpoint's FI_WRITE
-    /// counters, which count it, are moved back first (they read one low until the core
-    /// counts it, never one high), and forward again when the core refuses it. Without the
-    /// core's injectdata, the notification a read gets.
+    /// counters, which count it, owe that count from before it is posted (they read one low
+    /// until the core counts it, never one high), and are forgiven it when the core refuses
+    /// it. Without the core's injectdata, the notification a read gets.
     fn notify_written(&self, dest: ofi::fi_addr_t, places: impl IntoIterator<Item = (u64, u64)>) {
         let Some(inject) = self.core_rma().injectdata else {
             self.notify(dest, places.into_iter().map(|(_, key)| key), Kind::Write);
@@ -270,17 +270,14 @@ impl RmaEp {
                 continue;
             }
             seen.push(key);
-            let moved = move_back_writes(&bound);
+            let owed = owe_writes(&bound);
             let data = encode(Kind::Write, key, 0);
             // SAFETY: the core's own op on its endpoint; no bytes to copy.
             let ret = Self::retry(t, || unsafe {
                 inject(self.ep, std::ptr::null(), 0, data, dest, addr, key)
             });
             if ret != 0 {
-                for c in moved {
-                    // SAFETY: as in move_back_writes.
-                    let _ = unsafe { &*c }.add(1);
-                }
+                forgive(owed);
             }
         }
     }
@@ -311,38 +308,45 @@ impl RmaEp {
     }
 
     /// Without a transmit CQ, nothing reports the notification's completion: it goes as an
-    /// inject, and the endpoint's FI_WRITE counters, which will count it, are moved back
-    /// first.
+    /// inject, and the endpoint's FI_WRITE counters, which will count it, owe that count
+    /// from before it is posted.
     fn inject_notification(
         &self,
         bound: &[(*const dyn AnyCntr, u64)],
         msg: &ofi::fi_msg_rma,
     ) -> isize {
+        let owed = owe_writes(bound);
         // SAFETY: the core's own op on its endpoint, with a message without buffers.
         let ret = unsafe {
             self.core_rma().writemsg.unwrap()(self.ep, msg, REMOTE_CQ_DATA | ofi::FI_INJECT as u64)
         };
-        if ret == 0 {
-            move_back_writes(bound);
+        if ret != 0 {
+            forgive(owed);
         }
         ret
     }
 }
 
-/// Moves each of `bound`'s FI_WRITE counters (once per counter) one back, for a notification
-/// the core counts as a write; returns them, to move forward again if the core refuses it.
-fn move_back_writes<'a>(
-    bound: &[(*const (dyn AnyCntr + 'a), u64)],
-) -> Vec<*const (dyn AnyCntr + 'a)> {
-    let mut moved = Vec::new();
+/// Each of `bound`'s FI_WRITE counters (once per counter) owes the core's count of a
+/// notification (`AnyCntr::owe`); returns them, to forgive if the core refuses it.
+fn owe_writes<'a>(bound: &[(*const (dyn AnyCntr + 'a), u64)]) -> Vec<*const (dyn AnyCntr + 'a)> {
+    let mut owed = Vec::new();
     for (c, f) in bound {
-        if f & ofi::FI_WRITE as u64 != 0 && !moved.iter().any(|m| std::ptr::addr_eq(*m, *c)) {
-            moved.push(*c);
+        if f & ofi::FI_WRITE as u64 != 0 && !owed.iter().any(|m| std::ptr::addr_eq(*m, *c)) {
+            owed.push(*c);
             // SAFETY: a bound counter cannot close before its endpoint.
-            let _ = unsafe { &**c }.add(u64::MAX);
+            unsafe { &**c }.owe();
         }
     }
-    moved
+    owed
+}
+
+/// The core refused the notification `owed` owe a count to.
+fn forgive(owed: Vec<*const (dyn AnyCntr + '_)>) {
+    for c in owed {
+        // SAFETY: as in owe_writes.
+        unsafe { &*c }.forgive();
+    }
 }
 
 /// The record of an endpoint whose tables these are: its table pointers point at the trigger
