@@ -8,13 +8,14 @@ med() { cat "$@" 2>/dev/null | median; }
 # a / b with two decimals ("nan" when b is not positive)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 
-# fi_rdm_pingpong, both sides in one loopback-only namespace of their own: usec/xfer at <size>
+# fi_rdm_pingpong (or $PP_BIN: fi_rdm_cntr_pingpong), both sides in one loopback-only namespace
+# of their own: usec/xfer at <size>
 pp() { # <prov dir> <prov> <core or -> <size>
-    local dir=$1 prov=$2 core=$3 size=$4
+    local dir=$1 prov=$2 core=$3 size=$4 bin=${PP_BIN:-fi_rdm_pingpong}
     local envs=(LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$dir)
     [ "$core" != - ] && envs+=(FI_RSCNTR_CORE=$core)
     env "${envs[@]}" timeout 120 "$ROOT/prov_test/loopback_only.sh" sh -c '
-        fi_rdm_pingpong -p "$1" -B 9871 -s 127.0.0.1 -S "$2" -I 5000 >/dev/null 2>&1 & sleep 0.3
-        fi_rdm_pingpong -p "$1" -P 9871 -S "$2" -I 5000 127.0.0.1; wait' sh "$prov" "$size" 2>/dev/null |
+        "$3" -p "$1" -B 9871 -s 127.0.0.1 -S "$2" -I 5000 >/dev/null 2>&1 & sleep 0.3
+        "$3" -p "$1" -P 9871 -S "$2" -I 5000 127.0.0.1; wait' sh "$prov" "$size" "$bin" 2>/dev/null |
         awk -v s="$size" '$1 == s || ($1 == (s / 1024) "k") {print $6}'
 }

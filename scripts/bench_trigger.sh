@@ -6,9 +6,11 @@
 #      (also tcp and sockets); medians of REPS runs, interleaved;
 #   2. the cost of an untriggered send and receive on an endpoint opened with FI_TRIGGER
 #      (trigger_lat -m pp: its CQ is read through rscntr's filter) against one without;
-#   3. the cost where triggers are not asked for: fi_rdm_pingpong (8 B and 64 KiB) over the
-#      core directly, over rscntr as built, and over rscntr from OLD_PROV_DIR (a DSO from before
-#      triggered operations, optional), interleaved; medians of REPS runs and ratios.
+#   3. the cost where triggers are not asked for: fi_rdm_pingpong (8 B and 64 KiB) and
+#      fi_rdm_cntr_pingpong (8 B: counters bound, rscntr's counting the core's completions) over
+#      the core directly, over rscntr as built, and over rscntr from OLD_PROV_DIR (a DSO from
+#      before triggered operations, or any other, optional), interleaved; medians of REPS runs
+#      and ratios.
 # Writes docs/trigger_bench.md.
 #   scripts/bench_trigger.sh [REPS]   (OLD_PROV_DIR=<dir with an older librscntr-fi.so>, OLD_LABEL=<its name>)
 set -uo pipefail
@@ -54,10 +56,12 @@ PP_CORES=(shm tcp "tcp;ofi_rxm")
 for r in $(seq "$REPS"); do
     for core in "${PP_CORES[@]}"; do
         k=$(tr ';' _ <<<"$core")
-        for size in 8 65536; do
-            pp "$PROV_DIR" "$core" - "$size" >> "$tmp/pp.core.$k.$size"
-            pp "$PROV_DIR" rscntr "$core" "$size" >> "$tmp/pp.new.$k.$size"
-            [ -n "${OLD_PROV_DIR:-}" ] && pp "$OLD_PROV_DIR" rscntr "$core" "$size" >> "$tmp/pp.old.$k.$size"
+        for size in 8 65536 cntr; do
+            s=$size; [ $size = cntr ] && s=8 && export PP_BIN=fi_rdm_cntr_pingpong
+            pp "$PROV_DIR" "$core" - "$s" >> "$tmp/pp.core.$k.$size"
+            pp "$PROV_DIR" rscntr "$core" "$s" >> "$tmp/pp.new.$k.$size"
+            [ -n "${OLD_PROV_DIR:-}" ] && pp "$OLD_PROV_DIR" rscntr "$core" "$s" >> "$tmp/pp.old.$k.$size"
+            unset PP_BIN
         done
     done
 done
@@ -98,18 +102,22 @@ done
         echo "| $core | $a | $b | $(ratio "$b" "$a") |"
     done
     echo
-    echo "## Where triggers are not asked for: fi_rdm_pingpong (5000 iterations)"
+    echo "## Where triggers are not asked for: fi_rdm_pingpong and fi_rdm_cntr_pingpong (5000 iterations)"
     echo
     echo "Endpoints without FI_TRIGGER keep the core's tables: no rscntr code on their data path."
+    echo "*cntr*: fi_rdm_cntr_pingpong at 8 bytes, completions counted by counters (rscntr's, counting"
+    echo "what the core completes, over rscntr), no CQ read."
+    echo "shm at 8 bytes is bimodal on the 2-core machine (about 0.35 µs or 0.7–1.0 µs, run to run, by"
+    echo "where the scheduler puts the two processes): a median of few runs may land on either mode."
     if [ -n "${OLD_PROV_DIR:-}" ]; then
-        echo "*before*: rscntr from ${OLD_LABEL:-$OLD_PROV_DIR} (before triggered operations)."
+        echo "*before*: rscntr from ${OLD_LABEL:-$OLD_PROV_DIR}."
     fi
     echo
     echo "| core | bytes | core µs | rscntr µs | rscntr / core | before µs | rscntr / before |"
     echo "|---|---|---|---|---|---|---|"
     for core in "${PP_CORES[@]}"; do
         k=$(tr ';' _ <<<"$core")
-        for size in 8 65536; do
+        for size in 8 65536 cntr; do
             c=$(med "$tmp/pp.core.$k.$size"); n=$(med "$tmp/pp.new.$k.$size"); o=$(med "$tmp/pp.old.$k.$size")
             echo "| $core | $size | $c | $n | $(ratio "$n" "$c") | ${o:-—} | $(ratio "$n" "${o:-0}") |"
         done
