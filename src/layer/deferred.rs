@@ -251,18 +251,11 @@ impl Deferred {
         // The counters the core will count it in owe that count from now: they may read
         // one low until it comes, never one high (which an application waiting for its own
         // operations, or a trigger, would take for a completion).
-        let mut owed: Vec<*const dyn AnyCntr> = Vec::new();
-        if !report {
-            for (c, f) in &ep.bound {
-                if f & counted_as != 0 && !owed.iter().any(|u| std::ptr::addr_eq(*u, *c)) {
-                    owed.push(*c);
-                }
-            }
-        }
-        for u in &owed {
-            // SAFETY: bound to the endpoint, which is open.
-            unsafe { &**u }.owe();
-        }
+        let owed = if report {
+            Vec::new()
+        } else {
+            owe_counts(&ep.bound, counted_as)
+        };
         let rec = Box::new(Record {
             app_context: op.context(),
             completion: completion.map(|c| c as *const dyn AnyCntr),
@@ -288,10 +281,7 @@ impl Deferred {
         op.set_context(app_context);
         if let Some(r) = &rec {
             // The core takes nothing: it counts nothing.
-            for u in &r.owed {
-                // SAFETY: as above.
-                unsafe { &**u }.forgive();
-            }
+            forgive_counts(&r.owed);
         }
         if ret == err::EAGAIN as isize {
             return Err(());
@@ -343,6 +333,32 @@ impl Deferred {
         }
         // SAFETY: the endpoint waits for its deferred operations before it closes.
         unsafe { &*rec.ep_refs }.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Each of `bound`'s counters bound for `counted_as` (once per counter) owes the core's count
+/// of an operation the application did not ask to be counted (`AnyCntr::owe`); returns them,
+/// for [`forgive_counts`] if the count will not come. `bound`: an open endpoint's counters.
+pub fn owe_counts<'a>(
+    bound: &[(*const (dyn AnyCntr + 'a), u64)],
+    counted_as: u64,
+) -> Vec<*const (dyn AnyCntr + 'a)> {
+    let mut owed: Vec<*const (dyn AnyCntr + 'a)> = Vec::new();
+    for (c, f) in bound {
+        if f & counted_as != 0 && !owed.iter().any(|u| std::ptr::addr_eq(*u, *c)) {
+            owed.push(*c);
+            // SAFETY: a bound counter cannot close before its endpoint.
+            unsafe { &**c }.owe();
+        }
+    }
+    owed
+}
+
+/// The counts `owed` ([`owe_counts`]) owe will not come: the core refused the operation.
+pub fn forgive_counts(owed: &[*const (dyn AnyCntr + '_)]) {
+    for c in owed {
+        // SAFETY: as in owe_counts.
+        unsafe { &**c }.forgive();
     }
 }
 

@@ -17,7 +17,7 @@
 //! Endpoints of other domains keep the core's tables. These tables sit under the trigger-able
 //! ones (`trigger.rs`), so triggered and deferred operations notify too.
 
-use super::deferred::Deferred;
+use super::deferred::{Deferred, forgive_counts, owe_counts};
 use super::op::{CoreOps, Op, iov_len};
 use super::rma_event::{Kind, encode};
 use super::trigger::{TriggerEp, copy_table, ours_where_the_core_has};
@@ -29,6 +29,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 const REMOTE_CQ_DATA: u64 = ofi::FI_REMOTE_CQ_DATA as u64;
+/// What a notification (a write of nothing) is counted as at its initiator.
+const FI_WRITE: u64 = ofi::FI_WRITE as u64;
 /// Notifications outstanding on an endpoint from which its poster reads their completions.
 const DRAIN_AT: usize = 64;
 /// Writes longer than this (without the application's remote CQ data) go as the core's own
@@ -270,14 +272,14 @@ impl RmaEp {
                 continue;
             }
             seen.push(key);
-            let owed = owe_writes(&bound);
+            let owed = owe_counts(&bound, FI_WRITE);
             let data = encode(Kind::Write, key, 0);
             // SAFETY: the core's own op on its endpoint; no bytes to copy.
             let ret = Self::retry(t, || unsafe {
                 inject(self.ep, std::ptr::null(), 0, data, dest, addr, key)
             });
             if ret != 0 {
-                forgive(owed);
+                forgive_counts(&owed);
             }
         }
     }
@@ -315,37 +317,15 @@ impl RmaEp {
         bound: &[(*const dyn AnyCntr, u64)],
         msg: &ofi::fi_msg_rma,
     ) -> isize {
-        let owed = owe_writes(bound);
+        let owed = owe_counts(bound, FI_WRITE);
         // SAFETY: the core's own op on its endpoint, with a message without buffers.
         let ret = unsafe {
             self.core_rma().writemsg.unwrap()(self.ep, msg, REMOTE_CQ_DATA | ofi::FI_INJECT as u64)
         };
         if ret != 0 {
-            forgive(owed);
+            forgive_counts(&owed);
         }
         ret
-    }
-}
-
-/// Each of `bound`'s FI_WRITE counters (once per counter) owes the core's count of a
-/// notification (`AnyCntr::owe`); returns them, to forgive if the core refuses it.
-fn owe_writes<'a>(bound: &[(*const (dyn AnyCntr + 'a), u64)]) -> Vec<*const (dyn AnyCntr + 'a)> {
-    let mut owed = Vec::new();
-    for (c, f) in bound {
-        if f & ofi::FI_WRITE as u64 != 0 && !owed.iter().any(|m| std::ptr::addr_eq(*m, *c)) {
-            owed.push(*c);
-            // SAFETY: a bound counter cannot close before its endpoint.
-            unsafe { &**c }.owe();
-        }
-    }
-    owed
-}
-
-/// The core refused the notification `owed` owe a count to.
-fn forgive(owed: Vec<*const (dyn AnyCntr + '_)>) {
-    for c in owed {
-        // SAFETY: as in owe_writes.
-        unsafe { &*c }.forgive();
     }
 }
 
