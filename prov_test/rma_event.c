@@ -25,7 +25,7 @@
  * Over a core's own MR counters (sockets counts no reads on them) r1 is only printed.
  * | local   | sends A -> B, and B's own writes to A: no remote counter of B's moves           |
  * | A's CQ  | (CONTEXT format) gets exactly one entry per operation A posted, its context     |
- * | unenabled | an endpoint bound to a CQ and a counter, never enabled, closes                 |
+ * | unenabled | an endpoint bound to a CQ and a counter, never enabled, closes               |
  * | ahead   | (rscntr's own counting only) reads and 512 KiB writes from a fresh endpoint:    |
  * |         | its FI_WRITE and FI_READ counters never read more than it posted (rscntr's      |
  * |         | notifications, which the core counts as writes, are taken out of them) and end  |
@@ -495,15 +495,11 @@ static void test_never_ahead(void)
 	const char *what = "a fresh endpoint";
 	struct fid_cq *cq = NULL;
 	struct fid_cntr *w = cntr(), *r = cntr(), *fired = cntr();
-	struct fid_ep *e = NULL;
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT, .size = 256 };
 	CHECK_RET(fi_cq_open(domain, &ca, &cq, NULL), 0);
-	CHECK_RET(fi_endpoint(domain, info, &e, NULL), 0);
-	if (!e || !cq || !w || !r || !fired)
+	struct fid_ep *e = cq && w && r && fired ? endpoint(cq, w, FI_WRITE) : NULL;
+	if (!e)
 		goto out;
-	CHECK_RET(fi_ep_bind(e, &av->fid, 0), 0);
-	CHECK_RET(fi_ep_bind(e, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	CHECK_RET(fi_ep_bind(e, &w->fid, FI_WRITE), 0);
 	CHECK_RET(fi_ep_bind(e, &r->fid, FI_READ), 0);
 	CHECK_RET(fi_enable(e), 0);
 	struct fi_op_cntr add = { .cntr = fired, .value = 1 };

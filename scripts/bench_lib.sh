@@ -8,10 +8,10 @@ med() { cat "$@" 2>/dev/null | median; }
 # a / b with two decimals ("nan" when b is not positive)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 
-# fi_rdm_pingpong (or $PP_BIN: fi_rdm_cntr_pingpong), both sides in one loopback-only namespace
+# fi_rdm_pingpong (or <bin>: fi_rdm_cntr_pingpong), both sides in one loopback-only namespace
 # of their own: usec/xfer at <size>
-pp() { # <prov dir> <prov> <core or -> <size>
-    local dir=$1 prov=$2 core=$3 size=$4 bin=${PP_BIN:-fi_rdm_pingpong}
+pp() { # <prov dir> <prov> <core or -> <size> [<bin>]
+    local dir=$1 prov=$2 core=$3 size=$4 bin=${5:-fi_rdm_pingpong}
     local envs=(LD_LIBRARY_PATH=$LIB FI_PROVIDER_PATH=$dir)
     [ "$core" != - ] && envs+=(FI_RSCNTR_CORE=$core)
     env "${envs[@]}" timeout 120 "$ROOT/prov_test/loopback_only.sh" sh -c '

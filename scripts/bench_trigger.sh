@@ -57,11 +57,11 @@ for r in $(seq "$REPS"); do
     for core in "${PP_CORES[@]}"; do
         k=$(tr ';' _ <<<"$core")
         for size in 8 65536 cntr; do
-            s=$size; [ $size = cntr ] && s=8 && export PP_BIN=fi_rdm_cntr_pingpong
-            pp "$PROV_DIR" "$core" - "$s" >> "$tmp/pp.core.$k.$size"
-            pp "$PROV_DIR" rscntr "$core" "$s" >> "$tmp/pp.new.$k.$size"
-            [ -n "${OLD_PROV_DIR:-}" ] && pp "$OLD_PROV_DIR" rscntr "$core" "$s" >> "$tmp/pp.old.$k.$size"
-            unset PP_BIN
+            s=$size bin=fi_rdm_pingpong
+            [ $size = cntr ] && s=8 bin=fi_rdm_cntr_pingpong
+            pp "$PROV_DIR" "$core" - "$s" $bin >> "$tmp/pp.core.$k.$size"
+            pp "$PROV_DIR" rscntr "$core" "$s" $bin >> "$tmp/pp.new.$k.$size"
+            [ -n "${OLD_PROV_DIR:-}" ] && pp "$OLD_PROV_DIR" rscntr "$core" "$s" $bin >> "$tmp/pp.old.$k.$size"
         done
     done
 done
