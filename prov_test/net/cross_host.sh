@@ -22,9 +22,7 @@
 # the wheel as it is (what scripts/test.sh passes):
 #   CROSS_RXM_ENV="FI_PROVIDER=rscntr,tcp;ofi_rxm MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_PROGRESS=1
 #     MPIR_CVAR_CH4_OFI_ENABLE_DATA=0 MPIR_CVAR_CH4_OFI_ENABLE_AV_TABLE=0 MPIR_CVAR_CH4_OFI_ENABLE_ATOMICS=0
-#     MPIR_CVAR_CH4_OFI_CONTEXT_ID_BITS=16 MPIR_CVAR_CH4_OFI_RANK_BITS=23 MPIR_CVAR_CH4_OFI_TAG_BITS=19"
-# or a libfabric with the hidden-core patch (LD_LIBRARY_PATH=$PWD/.deps/lf25-patched/lib and the
-# six capability-set variables, FI_PROVIDER=rscntr kept).
+#     MPIR_CVAR_CH4_OFI_CONTEXT_ID_BITS=16 MPIR_CVAR_CH4_OFI_RANK_BITS=23 MPIR_CVAR_CH4_OFI_TAG_BITS=19".
 # Unset, tcp;ofi_rxm runs directly only and its rscntr runs are reported "not run (no route)"
 # (neither passed nor failed). CROSS_RXM_ENV=none does the same without saying why.
 #
