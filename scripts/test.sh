@@ -293,7 +293,7 @@ mpich_capability_sets() {
     echo "-- MPIR_CVAR_OFI_USE_PROVIDER=rscntr FI_PROVIDER=rscntr: exit $rc ($(grep -a -m1 '^libfabric provider:' "$b"))"
     grep -aq 'MPIR_CVAR_OFI_USE_PROVIDER is no longer supported' "$b" &&
         echo "  MPICH says MPIR_CVAR_OFI_USE_PROVIDER is no longer supported (FI_PROVIDER selects)" ||
-        { echo "  MPICH no longer calls MPIR_CVAR_OFI_USE_PROVIDER unsupported: revisit the README"; ok=1; }
+        { echo "  MPICH no longer calls MPIR_CVAR_OFI_USE_PROVIDER unsupported: revisit docs/user-guide.md"; ok=1; }
     { [ $rc -eq 0 ] && grep -q '^PASS: errors=0' "$b" && grep -aq '^libfabric provider: rscntr ' "$b"; } || ok=1
     # Alone it selects nothing: MPICH scores every provider and takes the best (told, not checked).
     mpich_summary "$b" MPIR_CVAR_OFI_USE_PROVIDER=rscntr
@@ -304,7 +304,7 @@ mpich_capability_sets() {
 
 # MPICH 5 over rscntr over a layering (tcp;ofi_rxm). MPICH selects providers only through
 # FI_PROVIDER; FI_PROVIDER=rscntr hides tcp from ofi_rxm's own lookups when the fabric, domain
-# and endpoint open (README, "FI_PROVIDER=rscntr over a layering"), so the wheel's libfabric
+# and endpoint open (docs/user-guide.md, "FI_PROVIDER=rscntr over a layering"), so the wheel's libfabric
 # 2.5.1 fails at fi_fabric there: checked, so that a libfabric that no longer hides the core
 # shows. The route that works is FI_PROVIDER='rscntr,tcp;ofi_rxm' (mpich_over_layering_unpatched).
 # MPICH picks its capability set by provider name ("rscntr": its default set); the variables
@@ -357,7 +357,7 @@ mpich_over_layering_hidden_core() {
     if [ $rcb -ne 0 ] && grep -aq 'rxm_fabric().*Unable to get core info' "$b"; then
         echo "  fails at fi_fabric, as documented (ofi_rxm cannot see the hidden tcp)"
     else
-        echo "  no longer fails at fi_fabric: revisit the README's \"FI_PROVIDER=rscntr over a layering\""; ok=1
+        echo "  no longer fails at fi_fabric: revisit docs/user-guide.md, \"FI_PROVIDER=rscntr over a layering\""; ok=1
     fi
     rm -f "$b"
     return $ok

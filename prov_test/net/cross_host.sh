@@ -16,7 +16,7 @@
 # CROSS_PROGS="mpi_rscntr rma_heavy" chooses the programs (default both).
 #
 # rscntr over tcp;ofi_rxm: MPICH selects providers only through FI_PROVIDER, and FI_PROVIDER=
-# rscntr hides tcp from ofi_rxm's own lookups (README, "MPICH 5 over a layering"), so MPICH needs
+# rscntr hides tcp from ofi_rxm's own lookups (docs/user-guide.md, "MPICH 5 over a layering"), so MPICH needs
 # a selection route for it. CROSS_RXM_ENV holds that route as VAR=value words, added to the
 # rscntr runs over tcp;ofi_rxm only (after FI_PROVIDER=rscntr, which they may override), e.g.
 # the wheel as it is (what scripts/test.sh passes):
