@@ -467,6 +467,8 @@ step "fi_info -e parameters documented; log lines name subsystem and function" \
     timeout 600 prov_test/check_params_logs.sh "$LF21"
 step "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_PATH" \
     timeout 900 prov_test/check_install.sh
+step "Debian 13 packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
+    timeout 2400 prov_test/debian/trixie.sh
 step "fi_cntr_test, libfabric 2.1" fi_cntr_test_passes "$LF21"
 step "fi_cntr_test, libfabric 2.5.1" fi_cntr_test_passes "$LF25"
 step "fi_cntr_test, libfabric 2.1 --enable-debug" fi_cntr_test_passes "$LF21D"
