@@ -39,6 +39,9 @@ if [ ! -f "$TROOT/.complete" ]; then
     say "making the trixie root $TROOT (mmdebstrap: ${ROOT_PKGS[*]}; a few minutes)"
     tmp=$CACHE/.new.$$
     rm -rf "$tmp"; mkdir -p "$CACHE"
+    for d in "$CACHE"/.new.*; do   # left by runs that were killed
+        [ -d "$d" ] && ! kill -0 "${d##*.}" 2>/dev/null && rm -rf "$d" "$d.log"
+    done
     mirror=$(debian_mirror) || exit 1
     if ! timeout 1500 mmdebstrap "${MM_OPTS[@]}" --include="$(IFS=,; echo "${ROOT_PKGS[*]}")" \
             "$TRIXIE_SUITE" "$tmp" "deb $mirror $TRIXIE_SUITE main" > "$CACHE/.new.$$.log" 2>&1; then
