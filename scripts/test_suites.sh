@@ -16,6 +16,7 @@ suite bench "the benchmark programs still run (timing never checked)"
 suite mpi "MPICH and Open MPI over rscntr, beside the core"
 suite progress "automatic progress, each core beside rscntr"
 suite selection "every way of selecting rscntr"
+suite debian "the Debian 13 packages, installed in a trixie root"
 suite hosts "hosts on this machine (namespaces, shaped links): MPI across hosts, link cuts, faults"
 
 step quick,rust "cargo fmt --check" timeout 120 cargo fmt --all -- --check
@@ -38,6 +39,8 @@ step docs "fi_info -e parameters documented; log lines name subsystem and functi
 step docs "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_PATH" \
     timeout 900 prov_test/check_install.sh
 
+step debian "Debian 13 packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
+    timeout 2400 prov_test/debian/trixie.sh
 step counters "fi_cntr_test, libfabric 2.1" fi_cntr_test_passes "$LF21"
 step counters "fi_cntr_test, libfabric 2.5.1" fi_cntr_test_passes "$LF25"
 step counters "fi_cntr_test, libfabric 2.1 --enable-debug" fi_cntr_test_passes "$LF21D"
