@@ -617,6 +617,7 @@ step "Open MPI (wheel, mtl ofi) over rscntr" ompi_over_rscntr
 step "Open MPI over rscntr, selected by mtl_ofi_provider_include alone (no FI_PROVIDER)" \
     ompi_over_rscntr -x FI_RSCNTR_CORE=tcp
 step "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets)" mpich_capability_sets
+step "MPICH dynamic process (MPI_Comm_spawn, intercommunicator barrier, MPI_THREAD_MULTIPLE and MPI_Init): each core directly beside rscntr over it (tcp, shm, sockets, tcp;ofi_rxm)" timeout 900 prov_test/mpi/spawn_barrier.sh
 # prov_test/auto_progress.c over each core directly and over rscntr on it: rscntr's infos say
 # FI_PROGRESS_AUTO where asked, and data moves while the receiving process makes no call. The
 # cores' own outcomes are asserted too, so a core that changes shows up: shm and udp;ofi_rxd
