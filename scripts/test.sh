@@ -589,6 +589,7 @@ step "triggered work the core refuses: -FI_EAGAIN tried again, other refusals co
 step "stress on hardware counters (fake device)" prog "$LF21" stress FI_RSCNTR_CORE=none \
     FI_RSCNTR_FAKE_VERBS=bytes=ok FI_RSCNTR_HW=on
 step "valgrind memcheck: prov_test programs and fi_cntr_test" timeout 1800 prov_test/sanitize.sh valgrind "$LF21"
+step "valgrind memcheck: fabtests' MSG tests over rscntr(sockets), both sides (fi_msg, fi_cm_data, fi_msg_epoll, fi_msg_pingpong, fi_rma_bw -e msg)" timeout 1800 prov_test/fabtests/msg_valgrind.sh "$LF21"
 step "ASan build of the C tests" timeout 1200 prov_test/sanitize.sh asan "$LF21"
 step "Miri on the counter engine (tests/miri_engine.rs)" timeout 2400 prov_test/sanitize.sh miri
 step "hosts on this machine: 4 namespaces on one bridge, shaped links measured (RTT, loss, TCP rate)" \
