@@ -84,6 +84,7 @@ valgrind)
     vg sockets shared_ctx   # the core keeps pointers into the info rscntr opened it with
     vg sockets pep_lifetime # ... and a passive endpoint's, read at each connection request
     vg tcp pep_lifetime
+    vg sockets close_flush  # the flush of a closing sockets endpoint's transmit queue
     vg none faults
     vg none stress RSCNTR_STRESS_OPS=40000   # valgrind runs one thread at a time
     vg shm trigger       # triggered operations, deferred work, the CQ filter

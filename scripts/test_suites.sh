@@ -63,6 +63,8 @@ step rust "loom model of the wait protocol (tests/loom_wait.rs)" env RUSTFLAGS="
 step hardening "triggered work the core refuses: -FI_EAGAIN tried again, other refusals counted" refused_posts
 step hardening "valgrind memcheck: prov_test programs and fi_cntr_test" \
     timeout 1800 prov_test/sanitize.sh valgrind "$LF21"
+step hardening "valgrind memcheck: fabtests' MSG tests over rscntr(sockets), both sides (fi_msg, fi_cm_data, fi_msg_epoll, fi_msg_pingpong, fi_rma_bw -e msg)" \
+    timeout 1800 prov_test/fabtests/msg_valgrind.sh "$LF21"
 step hardening "ASan build of the C tests" timeout 1200 prov_test/sanitize.sh asan "$LF21"
 step rust "Miri on the counter engine (tests/miri_engine.rs)" timeout 2400 prov_test/sanitize.sh miri
 
@@ -93,6 +95,8 @@ step mpi "Open MPI (wheel, mtl ofi) over rscntr" ompi_over_rscntr
 step mpi "Open MPI over rscntr, selected by mtl_ofi_provider_include alone (no FI_PROVIDER)" \
     ompi_over_rscntr -x FI_RSCNTR_CORE=tcp
 step mpi "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets)" mpich_capability_sets
+step mpi "MPICH dynamic process (MPI_Comm_spawn, intercommunicator barrier, MPI_THREAD_MULTIPLE and MPI_Init): each core directly beside rscntr over it (tcp, shm, sockets, tcp;ofi_rxm)" \
+    timeout 900 prov_test/mpi/spawn_barrier.sh
 step progress "automatic progress: each core directly beside rscntr over it (prov_test/auto_progress.c)" \
     auto_progress_side_by_side
 step mpi "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscntr,tcp;ofi_rxm', automatic progress scored" \

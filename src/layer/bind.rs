@@ -31,6 +31,10 @@ struct Binder {
     /// Endpoints of cores that need FI_ENABLE again once a shared context is bound to an
     /// enabled endpoint (see [`reenables_after_shared_ctx`]).
     reenable_after_shared_ctx: bool,
+    /// Endpoints and transmit contexts whose core drops the sends it has not written out yet
+    /// when they close (see [`flush_passes`]): how many progress passes the close drives
+    /// first through the CQs bound here; 0 for the rest.
+    flush_passes: usize,
     /// Endpoints: the info rscntr opened the core endpoint with (NULL for MRs and contexts),
     /// freed with the endpoint. Cores may keep pointers into it, as into the application's own
     /// info, which applications keep while the endpoint lives: sockets copies the `fi_info`
@@ -52,6 +56,8 @@ struct Bound {
     cntrs: Vec<*const dyn AnyCntr>,
     /// MRs count as enabled from the start: a core's counter progress walks endpoints only.
     enabled: bool,
+    /// The CQs bound here, for the flush at close (only where `flush_passes` is not 0).
+    flush_cqs: Vec<*mut ofi::fid_cq>,
     /// In a domain rscntr drives (`progress.rs`): the filters of the CQs bound here, told
     /// when the endpoint is enabled and closed.
     cqs: Vec<*mut CqFilter>,
@@ -67,6 +73,45 @@ struct Bound {
 /// core only (others, such as tcp, fail a second FI_ENABLE).
 pub fn reenables_after_shared_ctx(core: &str) -> bool {
     core.eq_ignore_ascii_case("sockets")
+}
+
+/// How many progress passes a close of an endpoint (or transmit context) over `core` drives
+/// first, for one opened with `info` (the core's; `tx_size`: the context's own transmit size,
+/// 0 for the info's). The sockets core queues each send in its transmit context's ring and
+/// writes it to the wire from its progress, one new ring entry per pass under manual
+/// progress; an inject (MPICH's small sends) completes when queued, and closing the context
+/// frees the ring with whatever is still in it. MPICH knows: at MPI_Finalize over a provider
+/// named "sockets", and only then, it sends itself a message and progresses until it arrives
+/// (`flush_send_queue`). Over rscntr the name is "rscntr", so MPICH skipped it, and a spawned
+/// child's last message before MPI_Finalize never left (its parent waited for it forever). So
+/// rscntr drives the passes itself: as many as the ring holds operations, plus the progress
+/// engine's own entries (each pass takes one new one and moves the others on). Under automatic
+/// progress sockets' own thread does this, and reading a CQ drives nothing: 0.
+///
+/// # Safety
+/// `info` is NULL or a valid info.
+unsafe fn flush_passes(core: &str, info: *const ofi::fi_info, tx_size: usize) -> usize {
+    /// sockets' default transmit size and its progress engine's entries (`sock.h`).
+    const SOCKETS_TX_SIZE: usize = 256;
+    const SOCKETS_PE_ENTRIES: usize = 128;
+    if !core.eq_ignore_ascii_case("sockets") {
+        return 0;
+    }
+    // SAFETY: caller's contract; a valid info's attrs are NULL or valid.
+    let (dom, tx) = unsafe {
+        let Some(i) = info.as_ref() else { return 0 };
+        (i.domain_attr.as_ref(), i.tx_attr.as_ref())
+    };
+    // sockets takes an unspecified data progress as automatic.
+    if dom.is_none_or(|d| super::progress::data_progress(d) != ofi::fi_progress_FI_PROGRESS_MANUAL)
+    {
+        return 0;
+    }
+    let size = match (tx_size, tx.map_or(0, |t| t.size)) {
+        (0, 0) => SOCKETS_TX_SIZE,
+        (0, s) | (s, _) => s,
+    };
+    size + SOCKETS_PE_ENTRIES + 2
 }
 
 /// Gives a core MR rscntr's bind and close.
@@ -110,6 +155,7 @@ pub unsafe fn patch_ep(
         }
         let b = patch_fid(ep.cast(), home, core, Some((ops, orig)), core_info);
         (*ep).ops = &mut **(*b).ep_ops.as_mut().unwrap();
+        (*b).flush_passes = flush_passes(core, core_info, 0);
         if rma {
             let op_flags = core_info
                 .as_ref()
@@ -169,12 +215,14 @@ unsafe fn patch_fid(
             home,
             core: core.into(),
             reenable_after_shared_ctx: is_ep && reenables_after_shared_ctx(core),
+            flush_passes: 0,
             core_info,
             trigger: std::ptr::null_mut(),
             rma_ep: std::ptr::null_mut(),
             bound: Mutex::new(Bound {
                 cntrs: Vec::new(),
                 enabled: !is_ep,
+                flush_cqs: Vec::new(),
                 cqs: Vec::new(),
             }),
         });
@@ -193,9 +241,17 @@ unsafe fn patch_fid(
 /// scalable endpoint is (MPICH over sockets posts its triggered collectives' deferred work on
 /// the contexts of its scalable endpoint).
 ///
+/// A transmit context (`tx_size`: the size its attr asked, 0 for the endpoint's; None for a
+/// receive context) is flushed at close as its endpoint would be (see [`flush_passes`]).
+///
 /// # Safety
 /// `sep` was patched by [`patch_ep`]; `out` is the core's out pointer, filled when `ret` is 0.
-unsafe fn patched_ctx(sep: *mut ofi::fid_ep, ret: c_int, out: *mut *mut ofi::fid_ep) -> c_int {
+unsafe fn patched_ctx(
+    sep: *mut ofi::fid_ep,
+    ret: c_int,
+    out: *mut *mut ofi::fid_ep,
+    tx_size: Option<usize>,
+) -> c_int {
     if ret == 0 {
         // SAFETY: the core created a context and stored it through `out`.
         unsafe {
@@ -206,7 +262,12 @@ unsafe fn patched_ctx(sep: *mut ofi::fid_ep, ret: c_int, out: *mut *mut ofi::fid
                 &b.core,
                 std::ptr::null_mut(),
                 !b.trigger.is_null(),
-            )
+            );
+            if let Some(size) = tx_size {
+                let ctx = binder((*out).cast()) as *const Binder as *mut Binder;
+                // Before the application has the context: nothing reads it yet.
+                (*ctx).flush_passes = flush_passes(&b.core, b.core_info, size);
+            }
         };
     }
     ret
@@ -224,7 +285,7 @@ unsafe extern "C" fn tx_ctx(
         unsafe {
             let orig = (*binder(sep.cast()).orig_ep_ops).tx_ctx;
             let ret = orig.map_or(err::ENOSYS, |f| f(sep, index, attr, out, context));
-            patched_ctx(sep, ret, out)
+            patched_ctx(sep, ret, out, Some(attr.as_ref().map_or(0, |a| a.size)))
         }
     }
 }
@@ -241,7 +302,7 @@ unsafe extern "C" fn rx_ctx(
         unsafe {
             let orig = (*binder(sep.cast()).orig_ep_ops).rx_ctx;
             let ret = orig.map_or(err::ENOSYS, |f| f(sep, index, attr, out, context));
-            patched_ctx(sep, ret, out)
+            patched_ctx(sep, ret, out, None)
         }
     }
 }
@@ -271,6 +332,41 @@ unsafe fn binder<'a>(fid: *mut ofi::fid) -> &'a Binder {
 }
 
 impl Binder {
+    /// Before the core closes an endpoint or transmit context that drops the sends it has not
+    /// written out yet (see [`flush_passes`]): drives its progress that many passes, through
+    /// the CQs bound to it (reading none of their entries).
+    fn flush(&self) {
+        if self.flush_passes == 0 {
+            return;
+        }
+        let cqs = {
+            let bound = self.bound.lock();
+            if !bound.enabled {
+                return;
+            }
+            bound.flush_cqs.clone()
+        };
+        for _ in 0..self.flush_passes {
+            for &cq in &cqs {
+                // SAFETY: a CQ bound here, which the core keeps open while it is bound; a read
+                // of no entries only runs its progress (through rscntr's filter, if any).
+                unsafe {
+                    if let Some(read) = (*(*cq).ops).read {
+                        read(cq, std::ptr::null_mut(), 0);
+                    }
+                }
+            }
+        }
+        crate::fi_dbg!(
+            EpCtrl,
+            "drove {} progress passes over {} CQ(s) before the {} core closes a transmitting \
+            endpoint (it drops the sends not written out yet)",
+            self.flush_passes,
+            cqs.len(),
+            self.core
+        );
+    }
+
     /// The core's own `fi_control` on `fid`, the object this Binder patched.
     ///
     /// # Safety
@@ -454,6 +550,13 @@ unsafe fn bind_core_fid(
         if ret != 0 || class != ofi::FI_CLASS_CQ as usize {
             return ret;
         }
+        if b.flush_passes != 0 {
+            // The core refuses to close a CQ bound to a context: it outlives this one.
+            let mut bound = b.bound.lock();
+            if !bound.flush_cqs.contains(&bfid.cast()) {
+                bound.flush_cqs.push(bfid.cast());
+            }
+        }
         // SAFETY: the home outlives the fids bound in it.
         let home = unsafe { &*b.home };
         // SAFETY: set at patch, freed only after the core closed the endpoint.
@@ -541,6 +644,8 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
                 return err::EBUSY;
             }
         }
+        // SAFETY: as above.
+        unsafe { (*b).flush() };
         // An MR whose remote accesses rscntr counts: its key, to forget it once closed.
         // SAFETY: a readable fid; an MR's fid begins its fid_mr.
         let mr_key = unsafe { ((*fid).fclass == ofi::FI_CLASS_MR as usize).then(|| (*fid.cast::<ofi::fid_mr>()).key) };
