@@ -9,6 +9,7 @@ use super::interpose::close_through_core;
 use super::rma_ep::RmaEp;
 use super::rma_event::{NotifyFeed, RmaEvents};
 use super::trigger::TriggerEp;
+use super::work::WorkHome;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
 use crate::cntr::{self, AnyCntr, Feed};
@@ -263,6 +264,17 @@ pub unsafe fn trigger_of<'a>(ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp> {
     unsafe { alias::parent_of(ep) }
 }
 
+/// The deferred work queue finds its endpoints through the fids rscntr patched here.
+impl WorkHome for CoreHome {
+    fn deferred(&self) -> &super::deferred::Deferred {
+        &self.deferred
+    }
+    unsafe fn trigger_of<'a>(&self, ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp> {
+        // SAFETY: caller's contract.
+        unsafe { trigger_of(ep) }
+    }
+}
+
 /// # Safety
 /// `fid` was patched by [`patch`].
 unsafe fn binder<'a>(fid: *mut ofi::fid) -> &'a Binder {
@@ -320,7 +332,7 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             }
         }
         // SAFETY: the home outlives the fids bound in it.
-        let core_cntr = match feed::feed_of(c, unsafe { &*b.home }) {
+        let core_cntr = match feed::feed_of(c, &unsafe { &*b.home }.waits()) {
             Ok(f) => f.core_cntr(),
             Err(e) => return e,
         };

@@ -3,8 +3,7 @@
 //! increment the rscntr counter, on the wait set its waiters will sleep on (see `wait.rs`);
 //! taking in what the core counted itself; what a waiter sleeps on; what `fi_trywait` arms.
 
-use super::home::CoreHome;
-use super::wait::{self as core_wait, CoreBlocker, Plan, epoll_add};
+use super::wait::{self as core_wait, CoreBlocker, CoreWaits, Plan, epoll_add};
 use crate::boundary::ffi;
 use crate::boundary::peer_sys;
 use crate::boundary::testhook::{self, Op};
@@ -45,7 +44,7 @@ unsafe impl Send for CoreFeed {}
 unsafe impl Sync for CoreFeed {}
 
 /// The feed of `cntr`, a counter of `home`: opened at its first bind, shared by the later ones.
-pub fn feed_of<'a>(cntr: &'a dyn AnyCntr, home: &CoreHome) -> Result<&'a dyn Feed, c_int> {
+pub fn feed_of<'a>(cntr: &'a dyn AnyCntr, home: &CoreWaits<'_>) -> Result<&'a dyn Feed, c_int> {
     cntr.feed_or_open(&mut |request| {
         open_core_cntr(home, &request).map(|feed| feed as Box<dyn Feed>)
     })
@@ -53,7 +52,7 @@ pub fn feed_of<'a>(cntr: &'a dyn AnyCntr, home: &CoreHome) -> Result<&'a dyn Fee
 
 /// Opens the core counter that stands for a counter of `core`, on the wait set its waiters
 /// will sleep on.
-fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed>, c_int> {
+fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<CoreFeed>, c_int> {
     // An FI_WAIT_FD counter hands the progress fd to the application's poll() (its epoll
     // set), with no rscntr thread: it keeps the shared progress fd.
     if core.plan == Plan::ProgressFd
@@ -89,7 +88,7 @@ fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed
 /// counted: bench/growth.c found a waiter among 4 to 64 asleep until its 50 ms re-check.
 /// None when the core refuses (the caller then uses the shared progress fd).
 fn open_core_cntr_with_fd(
-    core: &CoreHome,
+    core: &CoreWaits<'_>,
     request: &FeedRequest,
 ) -> Result<Option<Box<CoreFeed>>, c_int> {
     match open_core_cntr_on(core, request, Wait::Fd) {
@@ -112,7 +111,7 @@ fn open_core_cntr_with_fd(
 
 /// The feed of a core counter just opened, sleeping on `blocker`.
 fn new_feed(
-    core: &CoreHome,
+    core: &CoreWaits<'_>,
     request: &FeedRequest,
     out: *mut ofi::fid_cntr,
     blocker: CoreBlocker,
@@ -145,7 +144,7 @@ fn new_feed(
         fd_exported,
         plan: core.plan,
         watcher_may_progress: core.watcher_may_progress,
-        closing: &core.deferred.closing,
+        closing: core.closing,
     });
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
@@ -175,7 +174,7 @@ impl From<*mut ofi::fid_wait> for Wait {
 
 /// Opens the core counter, with FI_PEER if the core takes it, with the wait object `wait`.
 fn open_core_cntr_on(
-    core: &CoreHome,
+    core: &CoreWaits<'_>,
     request: &FeedRequest,
     wait: impl Into<Wait>,
 ) -> Result<*mut ofi::fid_cntr, c_int> {

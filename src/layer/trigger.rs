@@ -12,7 +12,6 @@
 //! - aliases (`fi_ep_alias`): in `alias.rs`.
 
 use super::deferred::{CqFilter, Target};
-use super::home::CoreHome;
 use super::op::{CoreOps, Fetch, Op, post};
 use crate::boundary::ffi::err;
 use crate::cntr::{self, AnyCntr};
@@ -36,7 +35,8 @@ pub struct TriggerEp {
     pub core: CoreOps,
     /// The core endpoint.
     pub ep: *mut ofi::fid_ep,
-    home: *const CoreHome,
+    /// The domain's home, as its counters name it (`AnyCntr::home_ptr`).
+    home: *const (),
     /// Contexts of the triggered operations queued here and not started, with the counter
     /// each waits on, for fi_cancel (the close counts them in `work`).
     queued: Mutex<Vec<(usize, *const dyn AnyCntr, u64)>>,
@@ -59,8 +59,8 @@ pub struct TriggerEp {
     pub below: std::sync::atomic::AtomicPtr<c_void>,
 }
 
-// SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (which
-// outlives its endpoints) and counters held by the work that names them; all set once.
+// SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (only
+// compared) and counters held by the work that names them; all set once.
 unsafe impl Send for TriggerEp {}
 // SAFETY: as above; `queued` is behind its lock.
 unsafe impl Sync for TriggerEp {}
@@ -91,7 +91,7 @@ impl TriggerEp {
     ///
     /// # Safety
     /// `ep` is an open core endpoint of the domain whose home is `home`.
-    pub unsafe fn patch(ep: *mut ofi::fid_ep, home: &CoreHome) -> *mut TriggerEp {
+    pub unsafe fn patch<H>(ep: *mut ofi::fid_ep, home: &H) -> *mut TriggerEp {
         // SAFETY: a valid endpoint whose table pointers are NULL or valid.
         unsafe {
             let e = &mut *ep;
@@ -108,7 +108,7 @@ impl TriggerEp {
                 atomic: copy_table(core.atomic),
                 core,
                 ep,
-                home,
+                home: (home as *const H).cast(),
                 queued: Mutex::new(Vec::new()),
                 aliases: AtomicUsize::new(0),
                 work: Holds::new(),
@@ -240,11 +240,6 @@ impl TriggerEp {
         }
     }
 
-    fn home(&self) -> &CoreHome {
-        // SAFETY: the domain outlives its endpoints (the core refuses to close it before).
-        unsafe { &*self.home }
-    }
-
     fn tag(&self, context: *mut c_void) -> Tag {
         Tag {
             owner: self as *const Self as usize,
@@ -293,7 +288,7 @@ impl TriggerEp {
         }
         let context = op.context();
         // SAFETY: caller's contract.
-        let (cntr, threshold) = match unsafe { threshold_of(context, self.home()) } {
+        let (cntr, threshold) = match unsafe { threshold_of(context, self.home) } {
             Ok(t) => t,
             Err(e) => return e as isize,
         };
@@ -324,7 +319,7 @@ impl TriggerEp {
 /// `context` is NULL or points to a `fi_triggered_context` (or `…2`, which begins alike).
 unsafe fn threshold_of(
     context: *mut c_void,
-    home: &CoreHome,
+    home: *const (),
 ) -> Result<(&'static dyn AnyCntr, u64), i32> {
     // SAFETY: caller's contract.
     let Some(tc) = (unsafe { context.cast::<ofi::fi_triggered_context>().as_ref() }) else {
@@ -352,13 +347,14 @@ unsafe fn threshold_of(
     Ok((cntr, th.threshold as u64))
 }
 
-/// An rscntr counter of this domain, for triggered and deferred work.
+/// An rscntr counter of this domain (whose home is `home`, as its counters name it), for
+/// triggered and deferred work.
 ///
 /// # Safety
 /// `fid` is NULL or a readable counter fid.
 pub unsafe fn cntr_of(
     fid: *mut ofi::fid_cntr,
-    home: &CoreHome,
+    home: *const (),
 ) -> Result<&'static dyn AnyCntr, i32> {
     // SAFETY: caller's contract.
     let Some(c) = (unsafe { cntr::as_cntr::<'static>(fid.cast()) }) else {
@@ -368,7 +364,7 @@ pub unsafe fn cntr_of(
         );
         return Err(err::EINVAL);
     };
-    if !std::ptr::eq(c.home_ptr(), (home as *const CoreHome).cast()) {
+    if !std::ptr::eq(c.home_ptr(), home) {
         fi_warn!(EpData, "the triggering counter belongs to another domain");
         return Err(err::EINVAL);
     }
