@@ -1,15 +1,13 @@
 //! rscntr's bind for core endpoints and MRs: an rscntr counter is replaced by the core counter
 //! that feeds it (opened with FI_PEER); every other fid goes to the core unchanged.
 
-use super::alias;
-use super::deferred::CqFilter;
-use super::feed;
 use super::home::CoreHome;
 use super::interpose::close_through_core;
-use super::rma_ep::RmaEp;
-use super::rma_event::{NotifyFeed, RmaEvents};
-use super::trigger::TriggerEp;
-use super::work::WorkHome;
+use super::rma_event::{NotifyFeed, RmaEp, RmaEvents};
+use super::trigger::alias;
+use super::trigger::deferred::CqFilter;
+use super::trigger::{TriggerEp, WorkHome};
+use super::wait::feed_of;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
 use crate::cntr::{self, AnyCntr, Feed};
@@ -266,7 +264,7 @@ pub unsafe fn trigger_of<'a>(ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp> {
 
 /// The deferred work queue finds its endpoints through the fids rscntr patched here.
 impl WorkHome for CoreHome {
-    fn deferred(&self) -> &super::deferred::Deferred {
+    fn deferred(&self) -> &super::trigger::Deferred {
         &self.deferred
     }
     unsafe fn trigger_of<'a>(&self, ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp> {
@@ -332,7 +330,7 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             }
         }
         // SAFETY: the home outlives the fids bound in it.
-        let core_cntr = match feed::feed_of(c, &unsafe { &*b.home }.waits()) {
+        let core_cntr = match feed_of(c, &unsafe { &*b.home }.waits()) {
             Ok(f) => f.core_cntr(),
             Err(e) => return e,
         };

@@ -1,9 +1,9 @@
 //! Where the counters of a layered domain live: the domain's counter slots and the core domain
 //! that counts for them once they are bound.
 
-use super::deferred::Deferred;
 use super::progress::{self, DrivenDomain};
 use super::rma_event::RmaEvents;
+use super::trigger::Deferred;
 use super::wait::{CntrOpenFn, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set};
 use crate::cntr::{CntrHome, Slots};
 use crate::engine::progress::Driven;

@@ -17,12 +17,12 @@
 //! Endpoints of other domains keep the core's tables. These tables sit under the trigger-able
 //! ones (`trigger.rs`), so triggered and deferred operations notify too.
 
-use super::deferred::{Deferred, forgive_counts, owe_counts};
-use super::op::{CoreOps, Op, iov_len};
-use super::rma_event::{Kind, encode};
-use super::trigger::{TriggerEp, copy_table, ours_where_the_core_has};
+use super::target::{Kind, encode};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
+use crate::layer::trigger::deferred::{Deferred, Target, forgive_counts, owe_counts};
+use crate::layer::trigger::endpoint::{TriggerEp, copy_table, ours_where_the_core_has};
+use crate::layer::trigger::op::{CoreOps, Op, iov_len};
 use crate::{fi_warn, ofi};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -289,11 +289,7 @@ impl RmaEp {
     ///
     /// # Safety
     /// `msg` has no buffers; `target` is this endpoint with the core's tables.
-    unsafe fn post_notification(
-        &self,
-        target: &super::deferred::Target<'_>,
-        msg: &ofi::fi_msg_rma,
-    ) -> isize {
+    unsafe fn post_notification(&self, target: &Target<'_>, msg: &ofi::fi_msg_rma) -> isize {
         // SAFETY: no arrays to copy.
         let mut op = unsafe { Op::rma(msg, true) };
         // SAFETY: set right after patch.

@@ -3,7 +3,7 @@
 //! increment the rscntr counter, on the wait set its waiters will sleep on (see `wait.rs`);
 //! taking in what the core counted itself; what a waiter sleeps on; what `fi_trywait` arms.
 
-use super::wait::{self as core_wait, CoreBlocker, CoreWaits, Plan, epoll_add};
+use super::blocker::{self as core_wait, CoreBlocker, CoreWaits, Plan, epoll_add};
 use crate::boundary::ffi;
 use crate::boundary::peer_sys;
 use crate::boundary::testhook::{self, Op};

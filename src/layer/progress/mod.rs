@@ -23,7 +23,7 @@
 //! application's calls, and rxm without `FI_ATOMIC` serves only connections: those are driven
 //! by rscntr too ([`core_moves_data`]). Domains that did not ask for AUTO are untouched.
 
-use super::deferred::Deferred;
+use super::trigger::Deferred;
 use super::wait::{CoreWaits, Plan};
 use crate::engine::Blocker;
 use crate::engine::progress::{self, Driven};

@@ -10,8 +10,8 @@
 //! completion counter.
 
 use super::deferred::Deferred;
+use super::endpoint::{TriggerEp, cntr_of};
 use super::op::{Fetch, Op};
-use super::trigger::{TriggerEp, cntr_of};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
 use crate::engine::{Started, Tag, Work};

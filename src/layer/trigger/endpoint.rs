@@ -69,7 +69,7 @@ unsafe impl Sync for TriggerEp {}
 ///
 /// # Safety
 /// `orig` is NULL or a valid table.
-pub(super) unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
+pub unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
     // SAFETY: caller's contract.
     unsafe { orig.as_ref() }.copied().unwrap_or_default()
 }
@@ -83,7 +83,7 @@ macro_rules! ours_where_the_core_has {
         })*
     };
 }
-pub(super) use ours_where_the_core_has;
+pub(crate) use ours_where_the_core_has;
 
 impl TriggerEp {
     /// Gives a core endpoint opened with FI_TRIGGER rscntr's data tables. The record lives

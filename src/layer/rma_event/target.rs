@@ -22,11 +22,11 @@
 //! Two live MRs of one domain whose keys fold alike cannot both be counted: the second is
 //! refused (-FI_EKEYREJECTED) rather than miscounted. Keys below 65536 never collide.
 
-use super::deferred::{CqFilter, Notifications};
-use super::wait::CntrWaitBlocker;
 use crate::boundary::ffi::err;
 use crate::cntr::{AnyCntr, Armed, Feed, Tally};
 use crate::engine::Wake;
+use crate::layer::trigger::{CqFilter, Notifications};
+use crate::layer::wait::CntrWaitBlocker;
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::collections::HashMap;
