@@ -4,8 +4,8 @@
 use super::home::CoreHome;
 use super::interpose::close_through_core;
 use super::rma_event::{NotifyFeed, RmaEp, RmaEvents};
+use super::trigger::CqFilter;
 use super::trigger::alias;
-use super::trigger::deferred::CqFilter;
 use super::trigger::{TriggerEp, WorkHome};
 use super::wait::feed_of;
 use crate::boundary::ffi::err;

@@ -20,9 +20,10 @@
 use super::target::{Kind, encode};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
-use crate::layer::trigger::deferred::{Deferred, Target, forgive_counts, owe_counts};
+use crate::layer::trigger::deferred::{Deferred, Target};
 use crate::layer::trigger::endpoint::{TriggerEp, copy_table, ours_where_the_core_has};
 use crate::layer::trigger::op::{CoreOps, Op, iov_len};
+use crate::layer::trigger::outstanding::{forgive_counts, owe_counts};
 use crate::{fi_warn, ofi};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};

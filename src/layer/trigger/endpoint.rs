@@ -11,7 +11,8 @@
 //! - the operations themselves, copied, and their posting: `op.rs`;
 //! - aliases (`fi_ep_alias`): in `alias.rs`.
 
-use super::deferred::{CqFilter, Target};
+use super::cq_filter::CqFilter;
+use super::deferred::Target;
 use super::op::{CoreOps, Fetch, Op, post};
 use crate::boundary::ffi::err;
 use crate::cntr::{self, AnyCntr};
