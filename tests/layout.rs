@@ -72,13 +72,14 @@ fn the_check_catches_upward_imports_circles_and_crossed_rooms() {
             ("standalone/domain.rs", "use crate::cntr::{self, open_in};\nfn f() { cntr::open_in(); }"),
             (
                 "layer/mod.rs",
-                "mod domain; mod fabric; mod home; mod wait; mod trigger; mod rma_event; \
+                "mod domain; mod fabric; mod home; mod hooks; mod wait; mod trigger; mod rma_event; \
                  mod progress;",
             ),
             ("layer/home.rs", "use crate::cntr;"),
+            ("layer/hooks.rs", "use crate::cntr;"),
             ("layer/domain.rs", "use crate::cntr;\nuse super::{rma_event, wait::Feed};"),
             ("layer/wait/mod.rs", "mod feed; pub use feed::Feed;"),
-            ("layer/wait/feed.rs", "use crate::cntr; pub struct Feed;"),
+            ("layer/wait/feed.rs", "use crate::layer::hooks; pub struct Feed;"),
             ("layer/trigger/mod.rs", "pub mod op; pub mod work;"),
             ("layer/trigger/op.rs", "use crate::cntr;"),
             ("layer/trigger/work.rs", "use crate::engine::Store;"),
@@ -135,7 +136,7 @@ fn the_check_catches_upward_imports_circles_and_crossed_rooms() {
     expect(
         &[(
             "layer/wait/feed.rs",
-            "use crate::cntr; pub struct Feed;\nfn f() { crate::layer::home::g(); }",
+            "use crate::layer::hooks; pub struct Feed;\nfn f() { crate::layer::home::g(); }",
         )],
         &["src/layer/wait/feed.rs:2: ", "runs up", "src/layer/home.rs"],
     );
@@ -170,6 +171,17 @@ fn the_check_catches_upward_imports_circles_and_crossed_rooms() {
             "src/layer/trigger/op.rs:2: ",
             "runs up",
             "src/layer/progress/mod.rs",
+        ],
+    );
+    expect(
+        &[(
+            "layer/hooks.rs",
+            "use crate::cntr;\nuse super::trigger::op;",
+        )],
+        &[
+            "src/layer/hooks.rs:2: ",
+            "runs up",
+            "src/layer/trigger/op.rs",
         ],
     );
     expect(&[("util.rs", "")], &["src/util.rs: ", "no floor"]);

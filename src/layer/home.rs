@@ -32,13 +32,13 @@ pub struct CoreHome {
     pub cq_open: CqOpenFn,
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
-    /// Deferred data operations and the CQ filters they need (`deferred.rs`).
+    /// Deferred data operations and the CQ filters they need (`trigger/deferred.rs`).
     pub deferred: Deferred,
-    /// The domain's remote-access counters, when rscntr provides them (`rma_event.rs`: the
+    /// The domain's remote-access counters, when rscntr provides them (`rma_event/`: the
     /// domain was opened for FI_RMA_EVENT over a core without working ones).
     pub rma: Option<RmaEvents>,
     /// The domain was opened for automatic progress the core lacks: rscntr's progress thread
-    /// drives its CQs, all read through filters (`progress.rs`).
+    /// drives its CQs, all read through filters (`progress/`).
     pub auto_progress: bool,
 }
 
@@ -72,7 +72,7 @@ impl CntrHome for CoreHome {
     }
 }
 
-/// rscntr's progress thread drives the domain (`progress.rs`).
+/// rscntr's progress thread drives the domain (`progress/`).
 impl Driven for CoreHome {
     fn drive(&self) -> bool {
         progress::drive(self)

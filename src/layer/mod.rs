@@ -43,6 +43,8 @@ mod getinfo;
 mod home;
 mod interpose;
 
+mod hooks;
+
 mod progress;
 mod rma_event;
 mod trigger;

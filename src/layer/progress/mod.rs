@@ -6,7 +6,7 @@
 //! it from rscntr (`getinfo::needs_emulation`): the infos say AUTO, the core domain is opened
 //! with manual progress and `FI_THREAD_SAFE`, and rscntr's progress thread
 //! (`engine/progress.rs`) drives it through the domain's CQs, each read through rscntr's
-//! filter (`deferred.rs`): one read of no entries per CQ and pass, while every endpoint bound
+//! filter (`trigger/cq_filter.rs`): one read of no entries per CQ and pass, while every endpoint bound
 //! to the CQ is enabled. The thread's passes follow a schedule: quick while a pass finds new
 //! entries, backing off to 50 ms when none come (`engine/progress.rs`). Once the domain is
 //! idle, over tcp the thread sleeps on the domain's progress fd instead (the epoll set of its

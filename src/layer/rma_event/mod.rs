@@ -12,4 +12,4 @@ pub mod initiator;
 pub mod target;
 
 pub use initiator::RmaEp;
-pub use target::{APP_DATA_SIZE, NotifyFeed, RmaEvents, emulated};
+pub use target::{APP_DATA_SIZE, RmaEvents, emulated};

@@ -32,7 +32,7 @@ fn bytemuck_bytes(words: &mut [u64]) -> &mut [u8] {
 const POLL_MAX: Duration = Duration::from_micros(200);
 
 /// What else a filter takes out of a CQ: the notifications of remote accesses
-/// (`rma_event.rs`). `take` sees an entry's flags and remote CQ data: None when the entry is
+/// (`rma_event/`). `take` sees an entry's flags and remote CQ data: None when the entry is
 /// not one; else it has been counted, and Some(true) keeps the entry for the application with
 /// the data rewritten.
 pub trait Notifications: Send + Sync {
@@ -75,7 +75,7 @@ pub struct CqFilter {
     /// opened it with remote CQ data the application's format has no room for).
     pub(super) entry: usize,
     pub(super) core_entry: usize,
-    /// The domain's notifications, when its remote accesses are counted (`rma_event.rs`).
+    /// The domain's notifications, when its remote accesses are counted (`rma_event/`).
     pub(super) notes: Option<Notes>,
     /// The domain's outstanding deferred operations, and its lock against driving an endpoint
     /// the core is closing (`Deferred::closing`): the domain's, which outlive the filter.
@@ -92,7 +92,7 @@ pub struct CqFilter {
     pub(super) orig_fi_ops: *const ofi::fi_ops,
     /// Set (under the stash lock) once the core closed the CQ.
     pub(super) closed: AtomicBool,
-    /// In a domain rscntr drives (`progress.rs`): the endpoints bound to this CQ that are
+    /// In a domain rscntr drives (`progress/`): the endpoints bound to this CQ that are
     /// not enabled yet, and those that are. A util core's CQ progress walks every endpoint
     /// bound to the CQ, and shm's crashes in one not enabled yet: rscntr drives the CQ only
     /// while every endpoint bound to it is enabled.
@@ -434,7 +434,7 @@ impl CqFilter {
         n.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// rscntr's own progress for a domain promised automatic progress (`progress.rs`): one
+    /// rscntr's own progress for a domain promised automatic progress (`progress/`): one
     /// progress call on this CQ, reading no entry, while the CQ is open and every endpoint
     /// bound to it is enabled. True when the CQ came to hold entries since the last one.
     pub fn drive(&self) -> bool {
@@ -569,7 +569,7 @@ impl CqFilter {
         unsafe { self.read_core(st, buf, count, src) }
     }
 
-    /// The watcher's read (and a remote-access counter's, `rma_event.rs`): the application's
+    /// The watcher's read (and a remote-access counter's, `rma_event/`): the application's
     /// entries go to the stash.
     pub fn fill(&self) {
         let _open = self.closing().read_recursive();

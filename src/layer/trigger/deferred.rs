@@ -45,7 +45,7 @@ pub struct Target<'a> {
     pub filters: Vec<*mut CqFilter>,
     /// Its count of deferred operations, held by the caller for this one.
     pub refs: &'a AtomicUsize,
-    /// rscntr's own operation (a notification of a remote access, `rma_ep.rs`).
+    /// rscntr's own operation (a notification of a remote access, `rma_event/initiator.rs`).
     pub own: bool,
 }
 

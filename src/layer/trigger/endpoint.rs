@@ -17,6 +17,7 @@ use super::op::{CoreOps, Fetch, Op, post};
 use crate::boundary::ffi::err;
 use crate::cntr::{self, AnyCntr};
 use crate::engine::{Holds, Started, Tag, Work};
+use crate::layer::hooks::{BindHook, CntrBind, Step};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_void;
@@ -55,7 +56,7 @@ pub struct TriggerEp {
     /// The filters of the CQs bound to the endpoint (`deferred.rs`), with the bind's
     /// FI_TRANSMIT / FI_RECV.
     cqs: Mutex<Vec<(*mut CqFilter, u64)>>,
-    /// The record of the tables under these (`rma_ep.rs`), whose entries the endpoint's table
+    /// The record of the tables under these (`rma_event/initiator.rs`), whose entries the endpoint's table
     /// pointers, which point here, lead to; NULL when the core's are under these.
     pub below: std::sync::atomic::AtomicPtr<c_void>,
 }
@@ -310,6 +311,15 @@ impl TriggerEp {
         };
         cntr.queue_work(threshold, self.tag(context), Box::new(work));
         0
+    }
+}
+
+/// A trigger-able endpoint notes the counters bound to it, with their bind flags, for the
+/// counts its deferred operations owe (`deferred.rs`).
+impl BindHook for TriggerEp {
+    fn bind_cntr(&self, bind: &CntrBind<'_>) -> Step {
+        self.bound_cntr(bind.cntr as *const dyn AnyCntr, bind.flags);
+        Step::Next
     }
 }
 

@@ -473,31 +473,6 @@ impl CoreBlocker {
     }
 }
 
-/// The blocker for a counter about to be bound over a core with `plan`; `progress` gives the
-/// domain's shared progress-fd blocker (tcp). Falls back to yielding, with an info line, when
-/// the core refuses what the plan needs.
-pub fn counter_blocker(
-    plan: Plan,
-    core: CoreFabric,
-    progress: impl FnOnce() -> Result<std::sync::Arc<FdBlocker>, c_int>,
-) -> CoreBlocker {
-    let made = match plan {
-        Plan::ProgressFd => progress().map(CoreBlocker::Fd),
-        Plan::FdSet { cap, .. } => {
-            FdBlocker::wait_set(core, cap).map(|b| CoreBlocker::Fd(std::sync::Arc::new(b)))
-        }
-        Plan::CoreWait => Ok(CoreBlocker::Cntr(CntrWaitBlocker::default())),
-        Plan::Yield => return CoreBlocker::Yield,
-    };
-    made.unwrap_or_else(|e| {
-        fi_info!(
-            Cntr,
-            "the core has no wait object for {plan:?} ({e}); waits on this counter yield"
-        );
-        CoreBlocker::Yield
-    })
-}
-
 /// The epoll set an FD counter of a layered domain hands out, holding its eventfd (and, once the
 /// counter is bound, the core's fd: see [`epoll_add`]), so that `poll()` on it is woken by the
 /// core's own event.

@@ -15,4 +15,3 @@ pub use blocker::{
     CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set,
     peer_counters_work, plan_for,
 };
-pub use feed::feed_of;
