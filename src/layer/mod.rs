@@ -15,6 +15,8 @@
 //! interposition lends them what they need through small interfaces: `CoreWaits`,
 //! `WorkHome`, `DrivenDomain`):
 //!
+//! - `hooks.rs`: what binding a counter asks of the capabilities (`BindHook`), asked by
+//!   `bind.rs` once each, in one pass; a floor below them all;
 //! - `wait/`: how a bound counter sleeps: what a waiter sleeps on for each core, a bound
 //!   counter's core counter (its feed), taking in its counts, arming it;
 //! - `trigger/`: counter-driven work: triggered operations on FI_TRIGGER endpoints, the
