@@ -232,7 +232,7 @@ int main(void)
 	if (!info)
 		return finish("bound_wait");
 
-	/* What rscntr sleeps on over this core (see src/layer/wait.rs). */
+	/* What rscntr sleeps on over this core (see src/layer/wait/blocker.rs). */
 	static const long fd_calls[] = { SYS_ppoll, SYS_poll, -1 };
 	static const long cond_calls[] = { SYS_futex, -1 };
 	static const long app_poll[] = { SYS_poll, -1 };

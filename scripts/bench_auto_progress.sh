@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Automatic progress where rscntr provides it (src/layer/progress.rs), measured side by side in
+# Automatic progress where rscntr provides it (src/layer/progress/mod.rs), measured side by side in
 # one run (nothing here is a test):
 #   1. idle: the CPU a process uses while a domain opened with FI_PROGRESS_AUTO sits idle with a
 #      receive posted (rscntr's progress thread), against the same domain with manual progress;

@@ -508,7 +508,7 @@ auto_progress_side_by_side() {
             if [ $direct -ne 0 ] && grep -q "$expect" <<<"$out"; then
                 echo "-- $core directly: fails as known: $expect"
             else
-                echo "-- $core directly: no longer fails with \"$expect\" (rc $direct): revisit src/layer/progress.rs"
+                echo "-- $core directly: no longer fails with \"$expect\" (rc $direct): revisit src/layer/progress/mod.rs"
                 echo "$out" | tail -5; ok=1
             fi
         else

@@ -1,9 +1,10 @@
-//! src/ is built in floors that import only downward (the README's Layout): this test reads
+//! src/ is built in floors that import only downward (docs/design.md, Layout): this test reads
 //! every file's imports (`use` trees and inline `crate::`/`super::`/`self::` paths, and paths
 //! through the modules those imports name) and fails, naming file:line, on
 //! - an import of a floor above the file's own;
-//! - an import between the two rooms of one floor (the homes of counters: `standalone/` and
-//!   `layer/` do not know each other);
+//! - an import between two rooms of one floor (the homes of counters: `standalone/` and
+//!   `layer/` do not know each other; the layer's capabilities side by side, such as `wait/`
+//!   and `trigger/`, neither);
 //! - a circle of files importing each other;
 //! - a file in no floor (a new file must be given one here);
 //! - anything but module declarations and re-exports in the crate root.
@@ -22,6 +23,18 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
     ("the C boundary", &[&["boundary/"]]),
     ("rdma-core", &[&["verbs/"]]),
     ("the counter fid", &[&["cntr/"]]),
+    (
+        "what binding a counter asks of the layer's capabilities",
+        &[&["layer/hooks.rs"]],
+    ),
+    (
+        "the layer's capabilities: bound waits; counter-driven work",
+        &[&["layer/wait/"], &["layer/trigger/"]],
+    ),
+    (
+        "the layer's capabilities on those: remote-access counters; automatic progress",
+        &[&["layer/rma_event/"], &["layer/progress/"]],
+    ),
     ("the homes of counters", &[&["standalone/"], &["layer/"]]),
     ("the provider", &[&["prov.rs", "info.rs", "ext.rs"]]),
 ];
@@ -37,7 +50,7 @@ fn src_imports_only_downward() {
     let errors = check(&files);
     assert!(
         errors.is_empty(),
-        "imports that break the floors of src/ (see the README's Layout):\n{}",
+        "imports that break the floors of src/ (see docs/design.md, Layout):\n{}",
         errors.join("\n")
     );
 }
@@ -57,8 +70,21 @@ fn the_check_catches_upward_imports_circles_and_crossed_rooms() {
             ("cntr/open.rs", "use crate::boundary::ffi; pub fn open_in() {}"),
             ("standalone/mod.rs", "mod domain;"),
             ("standalone/domain.rs", "use crate::cntr::{self, open_in};\nfn f() { cntr::open_in(); }"),
-            ("layer/mod.rs", "mod domain; mod fabric;"),
-            ("layer/domain.rs", "use crate::cntr;"),
+            (
+                "layer/mod.rs",
+                "mod domain; mod fabric; mod home; mod hooks; mod wait; mod trigger; mod rma_event; \
+                 mod progress;",
+            ),
+            ("layer/home.rs", "use crate::cntr;"),
+            ("layer/hooks.rs", "use crate::cntr;"),
+            ("layer/domain.rs", "use crate::cntr;\nuse super::{rma_event, wait::Feed};"),
+            ("layer/wait/mod.rs", "mod feed; pub use feed::Feed;"),
+            ("layer/wait/feed.rs", "use crate::layer::hooks; pub struct Feed;"),
+            ("layer/trigger/mod.rs", "pub mod op; pub mod work;"),
+            ("layer/trigger/op.rs", "use crate::cntr;"),
+            ("layer/trigger/work.rs", "use crate::engine::Store;"),
+            ("layer/rma_event/mod.rs", "use crate::layer::{trigger::work, wait::Feed};"),
+            ("layer/progress/mod.rs", "use super::trigger::work;"),
             ("layer/fabric.rs", "use super::domain;"),
             ("prov.rs", "pub const NAME: &str = \"rscntr\"; use crate::{layer, standalone};"),
         ]
@@ -104,6 +130,59 @@ fn the_check_catches_upward_imports_circles_and_crossed_rooms() {
             "use crate::cntr;\nfn f() { super::fabric::g(); }",
         )],
         &["circle", "src/layer/domain.rs:2", "src/layer/fabric.rs:1"],
+    );
+    // The layer's capabilities: none imports the interposition above it, nor a room of its own
+    // floor, nor a floor above.
+    expect(
+        &[(
+            "layer/wait/feed.rs",
+            "use crate::layer::hooks; pub struct Feed;\nfn f() { crate::layer::home::g(); }",
+        )],
+        &["src/layer/wait/feed.rs:2: ", "runs up", "src/layer/home.rs"],
+    );
+    expect(
+        &[(
+            "layer/trigger/work.rs",
+            "use crate::engine::Store;\nuse crate::layer::wait::Feed;",
+        )],
+        &[
+            "src/layer/trigger/work.rs:2: ",
+            "room",
+            "src/layer/wait/feed.rs",
+        ],
+    );
+    expect(
+        &[(
+            "layer/progress/mod.rs",
+            "use super::trigger::work;\nuse super::rma_event;",
+        )],
+        &[
+            "src/layer/progress/mod.rs:2: ",
+            "room",
+            "src/layer/rma_event/mod.rs",
+        ],
+    );
+    expect(
+        &[(
+            "layer/trigger/op.rs",
+            "use crate::cntr;\nuse super::super::progress;",
+        )],
+        &[
+            "src/layer/trigger/op.rs:2: ",
+            "runs up",
+            "src/layer/progress/mod.rs",
+        ],
+    );
+    expect(
+        &[(
+            "layer/hooks.rs",
+            "use crate::cntr;\nuse super::trigger::op;",
+        )],
+        &[
+            "src/layer/hooks.rs:2: ",
+            "runs up",
+            "src/layer/trigger/op.rs",
+        ],
     );
     expect(&[("util.rs", "")], &["src/util.rs: ", "no floor"]);
     expect(
@@ -253,7 +332,7 @@ fn check(files: &BTreeMap<String, String>) -> Vec<String> {
             match place(file) {
                 None => errors.push(format!(
                     "src/{file}: in no floor (add it to FLOORS in tests/layout.rs and to the \
-                     README's Layout)"
+                     docs/design.md, Layout)"
                 )),
                 Some((floor, room)) => {
                     for i in &imports {

@@ -534,7 +534,7 @@ impl Closable {
     }
 }
 
-/// Work that uses `obj` as a triggered operation uses its counter (layer/trigger.rs,
+/// Work that uses `obj` as a triggered operation uses its counter (layer/trigger/endpoint.rs,
 /// Triggered): held from submission; on start the hold becomes a use for the post; after a
 /// post the core refuses for now (-FI_EAGAIN, `again` times) the use becomes a hold again and
 /// the work stays queued; dropped unstarted (cancelled), it lets the hold go.

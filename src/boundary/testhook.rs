@@ -42,7 +42,7 @@ pub enum Op {
     Bind,
     MrReg,
     Control,
-    /// Posting a triggered or deferred operation to the core (`layer/op.rs`).
+    /// Posting a triggered or deferred operation to the core (`layer/trigger/op.rs`).
     Post,
 }
 

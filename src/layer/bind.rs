@@ -1,17 +1,16 @@
 //! rscntr's bind for core endpoints and MRs: an rscntr counter is replaced by the core counter
 //! that feeds it (opened with FI_PEER); every other fid goes to the core unchanged.
 
-use super::alias;
-use super::deferred::CqFilter;
-use super::feed;
 use super::home::CoreHome;
+use super::hooks::{BindHook, CntrBind, Step};
 use super::interpose::close_through_core;
-use super::rma_ep::RmaEp;
-use super::rma_event::{NotifyFeed, RmaEvents};
-use super::trigger::TriggerEp;
+use super::rma_event::RmaEp;
+use super::trigger::CqFilter;
+use super::trigger::alias;
+use super::trigger::{TriggerEp, WorkHome};
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
-use crate::cntr::{self, AnyCntr, Feed};
+use crate::cntr::{self, AnyCntr};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
@@ -324,6 +323,17 @@ pub unsafe fn trigger_of<'a>(ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp> {
     unsafe { alias::parent_of(ep) }
 }
 
+/// The deferred work queue finds its endpoints through the fids rscntr patched here.
+impl WorkHome for CoreHome {
+    fn deferred(&self) -> &super::trigger::Deferred {
+        &self.deferred
+    }
+    unsafe fn trigger_of<'a>(&self, ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp> {
+        // SAFETY: caller's contract.
+        unsafe { trigger_of(ep) }
+    }
+}
+
 /// # Safety
 /// `fid` was patched by [`patch`].
 unsafe fn binder<'a>(fid: *mut ofi::fid) -> &'a Binder {
@@ -409,124 +419,51 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
         }
         testhook::panic(Op::Bind);
         // SAFETY: the home outlives the fids bound in it.
-        if let Some(rma) = unsafe { &(*b.home).rma } {
-            // SAFETY: a readable fid (checked by the caller's bind).
-            if let Some(ret) = unsafe { bind_rma_domain(b, fid, bfid, c, flags, rma) } {
-                return ret;
+        let home = unsafe { &*b.home };
+        let waits = home.waits();
+        // SAFETY: set at patch, freed only after the core closed the endpoint.
+        let trigger = unsafe { b.trigger.as_ref() };
+        // The capabilities that care, asked once each, in this order (`hooks.rs`): the
+        // domain's remote-access counters (when rscntr counts them) take a bind to an MR and
+        // refuse a mixed one; the bound wait opens the counter's core counter and the core
+        // binds it; a trigger-able endpoint notes its counter.
+        let hooks: [Option<&dyn BindHook>; 3] = [
+            home.rma.as_ref().map(|r| r as &dyn BindHook),
+            Some(&waits),
+            trigger.map(|t| t as &dyn BindHook),
+        ];
+        let bind = CntrBind {
+            fid,
+            // SAFETY: a readable core fid.
+            class: unsafe { (*fid).fclass },
+            cntr: c,
+            cntr_fid: bfid,
+            flags,
+            core: &b.core,
+            core_bind: orig_bind,
+        };
+        let mut taken = false;
+        for hook in hooks.into_iter().flatten() {
+            match hook.bind_cntr(&bind) {
+                Step::Next => {}
+                Step::Fail(e) => return e,
+                Step::Taken => {
+                    taken = true;
+                    break;
+                }
             }
         }
-        // SAFETY: the home outlives the fids bound in it.
-        let core_cntr = match feed::feed_of(c, unsafe { &*b.home }) {
-            Ok(f) => f.core_cntr(),
-            Err(e) => return e,
-        };
-        // SAFETY: the core binds its own counter.
-        let ret = testhook::fail(Op::Bind).unwrap_or_else(|| unsafe { orig_bind(fid, core_cntr.cast(), flags) });
-        // SAFETY: a readable core fid.
-        let class = unsafe { (*fid).fclass };
-        if ret != 0 {
-            // The core counter stays open with the rscntr counter and is closed with it.
-            fi_warn!(EpCtrl, "the core refused to bind the counter to fid class {class} with flags {:#x}{}: {ret}",
-                flags, describe_flags(flags));
-            return ret;
-        }
-        crate::fi_info!(EpCtrl, "bound an rscntr counter to core {} fid class {class} with flags {:#x}{}",
-            b.core, flags, describe_flags(flags));
-        // SAFETY: set at patch, freed only after the core closed the endpoint.
-        if let Some(t) = unsafe { b.trigger.as_ref() } {
-            t.bound_cntr(c as *const dyn AnyCntr, flags);
-        }
         let mut bound = b.bound.lock();
-        // An endpoint enabled before this bind (MRs count as enabled from the start).
-        let late = bound.enabled && b.ep_ops.is_some();
-        c.bound(bound.enabled, late);
+        if taken {
+            c.bound(true, false);
+        } else {
+            // An endpoint enabled before this bind (MRs count as enabled from the start).
+            let late = bound.enabled && b.ep_ops.is_some();
+            c.bound(bound.enabled, late);
+        }
         bound.cntrs.push(c as *const dyn AnyCntr);
         0
     }
-}
-
-/// A counter's bind in a domain whose remote accesses rscntr counts (`rma_event.rs`): to an
-/// MR, rscntr's alone (Some); to an endpoint, refused for remote accesses (the endpoint's
-/// core would count rscntr's notifications as remote writes), else the usual bind (None).
-/// A counter fed by remote accesses binds to MRs only, and one fed by an endpoint's core to
-/// endpoints only.
-///
-/// # Safety
-/// `fid` was patched by [`patch_ep`] or [`patch`] (`b` its Binder); `bfid` is `c`'s fid.
-unsafe fn bind_rma_domain(
-    b: &Binder,
-    fid: *mut ofi::fid,
-    bfid: *mut ofi::fid,
-    c: &'static dyn AnyCntr,
-    flags: u64,
-    rma: &RmaEvents,
-) -> Option<c_int> {
-    let remote = (ofi::FI_REMOTE_READ | ofi::FI_REMOTE_WRITE) as u64;
-    // SAFETY: caller's contract.
-    let class = unsafe { (*fid).fclass };
-    let existing = c.feed_or_open(&mut |_| Err(err::ENOENT)).ok();
-    let arrivals = *rma.arrivals.lock() == Some(bfid.cast());
-    if class != ofi::FI_CLASS_MR as usize && (arrivals || flags & remote == 0) {
-        if existing.is_some_and(|f| f.remote_only()) {
-            fi_warn!(
-                EpCtrl,
-                "this counter counts remote accesses: bind another one for the \
-                endpoint's own completions"
-            );
-            return Some(err::EINVAL);
-        }
-        return None;
-    }
-    if class != ofi::FI_CLASS_MR as usize && flags & !remote != 0 {
-        fi_warn!(
-            EpCtrl,
-            "a remote-access counter over {} counts remote accesses only: bind it \
-            with FI_REMOTE_WRITE/FI_REMOTE_READ alone, and another counter for the rest",
-            b.core
-        );
-        return Some(err::EINVAL);
-    }
-    if existing.is_some_and(|f| !f.remote_only()) {
-        fi_warn!(
-            EpCtrl,
-            "this counter counts an endpoint's completions: bind another one to the MR"
-        );
-        return Some(err::EINVAL);
-    }
-    let feed = c.feed_or_open(&mut |_| Ok(Box::new(NotifyFeed::new(rma)) as Box<dyn Feed>));
-    if let Err(e) = feed {
-        return Some(e);
-    }
-    let flags = if flags & remote == 0 {
-        remote
-    } else {
-        flags & remote
-    };
-    let ret = if class == ofi::FI_CLASS_MR as usize {
-        rma.bound(fid.cast(), c as *const dyn AnyCntr, flags)
-    } else {
-        rma.ep_bound(fid, c as *const dyn AnyCntr, flags)
-    };
-    if ret != 0 {
-        return Some(ret);
-    }
-    crate::fi_info!(
-        EpCtrl,
-        "bound an rscntr counter to {} over {}, remote accesses counted by \
-        rscntr (flags {:#x}{})",
-        if class == ofi::FI_CLASS_MR as usize {
-            "an MR"
-        } else {
-            "an endpoint"
-        },
-        b.core,
-        flags,
-        describe_flags(flags)
-    );
-    let mut bound = b.bound.lock();
-    c.bound(true, false);
-    bound.cntrs.push(c as *const dyn AnyCntr);
-    Some(0)
 }
 
 /// Binds a fid that is not an rscntr counter: the core's own bind, then, on a core that needs it,
@@ -739,27 +676,5 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
             }
         }
         ret
-    }
-}
-
-/// The libfabric bind flags in words, for log lines.
-fn describe_flags(flags: u64) -> String {
-    let names = [
-        (ofi::FI_SEND as u64, "FI_SEND"),
-        (ofi::FI_RECV as u64, "FI_RECV"),
-        (ofi::FI_READ as u64, "FI_READ"),
-        (ofi::FI_WRITE as u64, "FI_WRITE"),
-        (ofi::FI_REMOTE_READ as u64, "FI_REMOTE_READ"),
-        (ofi::FI_REMOTE_WRITE as u64, "FI_REMOTE_WRITE"),
-    ];
-    let words: Vec<&str> = names
-        .iter()
-        .filter(|(b, _)| flags & b != 0)
-        .map(|(_, n)| *n)
-        .collect();
-    if words.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", words.join("|"))
     }
 }

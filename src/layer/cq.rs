@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Each patched CQ's record, by the CQ's fid: what the record's ops use to find it, as the
-/// CQ's tables may be another patch's by then (a domain's CQ filter, `deferred.rs`, installs
+/// CQ's tables may be another patch's by then (a domain's CQ filter, `trigger/deferred.rs`, installs
 /// itself over this one once the CQ is bound). Only the waits, signal, control and close look.
 static PATCHED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 

@@ -2,13 +2,13 @@
 //! endpoints and MRs opened here get rscntr's bind so rscntr counters can be bound to them.
 
 use super::bind;
-use super::deferred::Notifications;
 use super::home::CoreHome;
 use super::interpose::{CoreInfo, close_through_core, open_through_core};
 use super::progress;
 use super::rma_event::RmaEvents;
+use super::trigger::Notifications;
+use super::trigger::work::{self, WorkQueue};
 use super::wait::{self, CoreFabric};
-use super::work::{self, WorkQueue};
 use crate::boundary::ffi::{self, Children, err};
 use crate::boundary::provider;
 use crate::boundary::testhook::{self, Op};

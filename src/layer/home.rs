@@ -1,23 +1,16 @@
 //! Where the counters of a layered domain live: the domain's counter slots and the core domain
 //! that counts for them once they are bound.
 
-use super::deferred::Deferred;
+use super::progress::{self, DrivenDomain};
 use super::rma_event::RmaEvents;
-use super::wait::{CoreFabric, CqOpenFn, FdBlocker, Plan, epoll_set};
+use super::trigger::Deferred;
+use super::wait::{CntrOpenFn, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set};
 use crate::cntr::{CntrHome, Slots};
+use crate::engine::progress::Driven;
 use crate::ofi;
 use parking_lot::Mutex;
-use std::ffi::{c_int, c_void};
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::Arc;
-
-/// The core's own `cntr_open`: the domain's ops table now leads to rscntr's.
-pub type CntrOpenFn = unsafe extern "C" fn(
-    *mut ofi::fid_domain,
-    *mut ofi::fi_cntr_attr,
-    *mut *mut ofi::fid_cntr,
-    *mut c_void,
-) -> c_int;
 
 /// The home of a layered domain's counters, and the core side of the domain.
 pub struct CoreHome {
@@ -39,13 +32,13 @@ pub struct CoreHome {
     pub cq_open: CqOpenFn,
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
-    /// Deferred data operations and the CQ filters they need (`deferred.rs`).
+    /// Deferred data operations and the CQ filters they need (`trigger/deferred.rs`).
     pub deferred: Deferred,
-    /// The domain's remote-access counters, when rscntr provides them (`rma_event.rs`: the
+    /// The domain's remote-access counters, when rscntr provides them (`rma_event/`: the
     /// domain was opened for FI_RMA_EVENT over a core without working ones).
     pub rma: Option<RmaEvents>,
     /// The domain was opened for automatic progress the core lacks: rscntr's progress thread
-    /// drives its CQs, all read through filters (`progress.rs`).
+    /// drives its CQs, all read through filters (`progress/`).
     pub auto_progress: bool,
 }
 
@@ -79,18 +72,42 @@ impl CntrHome for CoreHome {
     }
 }
 
+/// rscntr's progress thread drives the domain (`progress/`).
+impl Driven for CoreHome {
+    fn drive(&self) -> bool {
+        progress::drive(self)
+    }
+    fn idle_fd(&self) -> Option<RawFd> {
+        progress::idle_fd(self)
+    }
+    fn arm_idle(&self) -> bool {
+        progress::arm_idle(self)
+    }
+}
+
+impl DrivenDomain for CoreHome {
+    fn deferred(&self) -> &Deferred {
+        &self.deferred
+    }
+    fn waits(&self) -> CoreWaits<'_> {
+        CoreHome::waits(self)
+    }
+}
+
 impl CoreHome {
-    /// The domain's progress-fd blocker, made by the first counter that needs it.
-    pub fn progress_blocker(&self) -> Result<Arc<FdBlocker>, c_int> {
-        let mut progress = self.progress.lock();
-        if let Some(b) = &*progress {
-            return Ok(b.clone());
+    /// What the domain knows of waiting on its core, for its counters' bound waits.
+    pub fn waits(&self) -> CoreWaits<'_> {
+        CoreWaits {
+            domain: self.domain,
+            cntr_open: self.cntr_open,
+            cq_open: self.cq_open,
+            fabric: self.fabric,
+            plan: self.plan,
+            peer: self.peer,
+            watcher_may_progress: self.watcher_may_progress,
+            progress: &self.progress,
+            closing: &self.deferred.closing,
         }
-        // SAFETY: the open core domain of this fabric, with its own cq_open.
-        let b =
-            Arc::new(unsafe { FdBlocker::progress_fd(self.fabric, self.domain, self.cq_open) }?);
-        *progress = Some(b.clone());
-        Ok(b)
     }
 
     /// Closes the progress-fd CQ, before the core domain closes (the counters that used it

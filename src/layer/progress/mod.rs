@@ -6,7 +6,7 @@
 //! it from rscntr (`getinfo::needs_emulation`): the infos say AUTO, the core domain is opened
 //! with manual progress and `FI_THREAD_SAFE`, and rscntr's progress thread
 //! (`engine/progress.rs`) drives it through the domain's CQs, each read through rscntr's
-//! filter (`deferred.rs`): one read of no entries per CQ and pass, while every endpoint bound
+//! filter (`trigger/cq_filter.rs`): one read of no entries per CQ and pass, while every endpoint bound
 //! to the CQ is enabled. The thread's passes follow a schedule: quick while a pass finds new
 //! entries, backing off to 50 ms when none come (`engine/progress.rs`). Once the domain is
 //! idle, over tcp the thread sleeps on the domain's progress fd instead (the epoll set of its
@@ -23,8 +23,8 @@
 //! application's calls, and rxm without `FI_ATOMIC` serves only connections: those are driven
 //! by rscntr too ([`core_moves_data`]). Domains that did not ask for AUTO are untouched.
 
-use super::home::CoreHome;
-use super::wait::Plan;
+use super::trigger::Deferred;
+use super::wait::{CoreWaits, Plan};
 use crate::engine::Blocker;
 use crate::engine::progress::{self, Driven};
 use crate::{fi_warn, ofi};
@@ -74,33 +74,45 @@ pub unsafe fn manual_for_core(core_info: *mut ofi::fi_info) {
     }
 }
 
-impl Driven for CoreHome {
-    fn drive(&self) -> bool {
-        let mut found = false;
-        for f in self.deferred.filters() {
-            // SAFETY: the domain's filters live until it closes, after stop().
-            found |= unsafe { (*f).drive() };
-        }
-        found
-    }
+/// A domain rscntr drives, as this capability sees it (the layer's home, which implements
+/// [`Driven`] with [`drive`], [`idle_fd`] and [`arm_idle`]).
+pub trait DrivenDomain: Driven + 'static {
+    /// The domain's deferred operations, with its CQ filters.
+    fn deferred(&self) -> &Deferred;
+    /// What the domain knows of waiting on its core (over tcp, its progress fd).
+    fn waits(&self) -> CoreWaits<'_>;
+}
 
-    fn idle_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.progress.lock().as_ref().map(|b| b.fd())
+/// One pass over the domain's CQs, each read through its filter; true when a CQ brought
+/// something new.
+pub fn drive(home: &impl DrivenDomain) -> bool {
+    let mut found = false;
+    for f in home.deferred().filters() {
+        // SAFETY: the domain's filters live until it closes, after stop().
+        found |= unsafe { (*f).drive() };
     }
+    found
+}
 
-    fn arm_idle(&self) -> bool {
-        let blocker = self.progress.lock().clone();
-        blocker.is_none_or(|b| b.arm())
-    }
+/// The fd the thread sleeps on once the domain is idle: the progress fd, over tcp.
+pub fn idle_fd(home: &impl DrivenDomain) -> Option<std::os::fd::RawFd> {
+    home.waits().progress.lock().as_ref().map(|b| b.fd())
+}
+
+/// Arms the idle fd (the core's `fi_trywait`): false when something is pending.
+pub fn arm_idle(home: &impl DrivenDomain) -> bool {
+    let blocker = home.waits().progress.lock().clone();
+    blocker.is_none_or(|b| b.arm())
 }
 
 /// Starts driving a domain's CQs; over tcp, with the domain's progress fd to sleep on once idle.
 ///
 /// # Safety
 /// `home` is the domain's, and [`stop`] is called before it is freed or its progress fd closed.
-pub unsafe fn start(home: &CoreHome) -> c_int {
-    if home.plan == Plan::ProgressFd
-        && let Err(e) = home.progress_blocker()
+pub unsafe fn start<D: DrivenDomain>(home: &D) -> c_int {
+    let waits = home.waits();
+    if waits.plan == Plan::ProgressFd
+        && let Err(e) = waits.progress_blocker()
     {
         // The schedule alone serves (as over shm).
         crate::fi_info!(
@@ -119,10 +131,10 @@ pub unsafe fn start(home: &CoreHome) -> c_int {
 }
 
 /// Stops driving the domain; returns once the thread is out of it (and off its fd).
-pub fn stop(home: &CoreHome) {
+pub fn stop<D: DrivenDomain>(home: &D) {
     progress::unregister(key(home));
 }
 
-fn key(home: &CoreHome) -> usize {
-    home as *const CoreHome as usize
+fn key<D>(home: &D) -> usize {
+    home as *const D as usize
 }

@@ -9,9 +9,9 @@
 //!   application's own remote CQ data, which has 4 bytes: `cq_data_size` is 4 here). One
 //!   message, and the data is in place before the target sees its completion;
 //! - a read or an atomic is followed, on the same endpoint (one ordered connection to the
-//!   peer), by a write of nothing with the notification (`rma_ep.rs`);
+//!   peer), by a write of nothing with the notification (`initiator.rs`);
 //! - at the target, the CQs of the domain's endpoints are read through rscntr's filter
-//!   (`deferred.rs`), which takes each notification out ([`RmaEvents::take`]), counts it in the
+//!   (`trigger/cq_filter.rs`), which takes each notification out ([`RmaEvents::take`]), counts it in the
 //!   counters bound to the MR whose key it names, and hands a write's own remote CQ data to
 //!   the application with its entry.
 //!
@@ -22,11 +22,12 @@
 //! Two live MRs of one domain whose keys fold alike cannot both be counted: the second is
 //! refused (-FI_EKEYREJECTED) rather than miscounted. Keys below 65536 never collide.
 
-use super::deferred::{CqFilter, Notifications};
-use super::wait::CntrWaitBlocker;
 use crate::boundary::ffi::err;
 use crate::cntr::{AnyCntr, Armed, Feed, Tally};
 use crate::engine::Wake;
+use crate::layer::hooks::{BindHook, CntrBind, Step, describe_flags};
+use crate::layer::trigger::{CqFilter, Notifications};
+use crate::layer::wait::CntrWaitBlocker;
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -409,6 +410,74 @@ impl Feed for NotifyFeed {
     }
     fn remote_only(&self) -> bool {
         true
+    }
+}
+
+/// A counter's bind in a domain whose remote accesses rscntr counts (`hooks.rs`): to an MR,
+/// rscntr's alone (taken); to an endpoint, refused for remote accesses (the endpoint's core
+/// would count rscntr's notifications as remote writes), else the usual bind (next). A counter
+/// fed by remote accesses binds to MRs only, and one fed by an endpoint's core to endpoints
+/// only.
+impl BindHook for RmaEvents {
+    fn bind_cntr(&self, bind: &CntrBind<'_>) -> Step {
+        let c = bind.cntr;
+        let remote = (ofi::FI_REMOTE_READ | ofi::FI_REMOTE_WRITE) as u64;
+        let existing = c.feed_or_open(&mut |_| Err(err::ENOENT)).ok();
+        let arrivals = *self.arrivals.lock() == Some(bind.cntr_fid.cast());
+        if !bind.is_mr() && (arrivals || bind.flags & remote == 0) {
+            if existing.is_some_and(|f| f.remote_only()) {
+                fi_warn!(
+                    EpCtrl,
+                    "this counter counts remote accesses: bind another one for the \
+                    endpoint's own completions"
+                );
+                return Step::Fail(err::EINVAL);
+            }
+            return Step::Next;
+        }
+        if !bind.is_mr() && bind.flags & !remote != 0 {
+            fi_warn!(
+                EpCtrl,
+                "a remote-access counter over {} counts remote accesses only: bind it \
+                with FI_REMOTE_WRITE/FI_REMOTE_READ alone, and another counter for the rest",
+                bind.core
+            );
+            return Step::Fail(err::EINVAL);
+        }
+        if existing.is_some_and(|f| !f.remote_only()) {
+            fi_warn!(
+                EpCtrl,
+                "this counter counts an endpoint's completions: bind another one to the MR"
+            );
+            return Step::Fail(err::EINVAL);
+        }
+        let feed = c.feed_or_open(&mut |_| Ok(Box::new(NotifyFeed::new(self)) as Box<dyn Feed>));
+        if let Err(e) = feed {
+            return Step::Fail(e);
+        }
+        let flags = if bind.flags & remote == 0 {
+            remote
+        } else {
+            bind.flags & remote
+        };
+        let ret = if bind.is_mr() {
+            self.bound(bind.fid.cast(), c as *const dyn AnyCntr, flags)
+        } else {
+            self.ep_bound(bind.fid, c as *const dyn AnyCntr, flags)
+        };
+        if ret != 0 {
+            return Step::Fail(ret);
+        }
+        crate::fi_info!(
+            EpCtrl,
+            "bound an rscntr counter to {} over {}, remote accesses counted by \
+            rscntr (flags {:#x}{})",
+            if bind.is_mr() { "an MR" } else { "an endpoint" },
+            bind.core,
+            flags,
+            describe_flags(flags)
+        );
+        Step::Taken
     }
 }
 

@@ -81,6 +81,14 @@ pub type CqOpenFn = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
+/// A core domain's own `cntr_open`: the domain's ops table now leads to rscntr's.
+pub type CntrOpenFn = unsafe extern "C" fn(
+    *mut ofi::fid_domain,
+    *mut ofi::fi_cntr_attr,
+    *mut *mut ofi::fid_cntr,
+    *mut c_void,
+) -> c_int;
+
 pub type TrywaitFn = unsafe extern "C" fn(*mut ofi::fid_fabric, *mut *mut ofi::fid, c_int) -> c_int;
 
 /// The core fabric's own ops, for opening wait sets and arming them.
@@ -95,6 +103,43 @@ pub struct CoreFabric {
         ) -> c_int,
     >,
     pub trywait: Option<TrywaitFn>,
+}
+
+/// What a layered domain knows of waiting on its core, lent to the bound waits of its counters
+/// (made by the domain's home, which owns all of it and outlives its counters).
+pub struct CoreWaits<'a> {
+    pub domain: *mut ofi::fid_domain,
+    /// The core's own cntr_open.
+    pub cntr_open: CntrOpenFn,
+    /// The core's own cq_open (for the progress-fd CQ of [`Plan::ProgressFd`]).
+    pub cq_open: CqOpenFn,
+    /// The core fabric's ops for wait sets, and how this core is waited on.
+    pub fabric: CoreFabric,
+    pub plan: Plan,
+    /// The core counts through FI_PEER counters (see [`peer_counters_work`]).
+    pub peer: bool,
+    /// rscntr's watcher thread may drive the core's progress (the domain is FI_THREAD_SAFE).
+    pub watcher_may_progress: bool,
+    /// The domain's progress-fd blocker, shared by its counters, made at the first use.
+    pub progress: &'a parking_lot::Mutex<Option<std::sync::Arc<FdBlocker>>>,
+    /// The domain's lock against driving an endpoint the core is closing.
+    pub closing: &'a parking_lot::RwLock<()>,
+}
+
+impl CoreWaits<'_> {
+    /// The domain's progress-fd blocker, made by the first counter that needs it.
+    pub fn progress_blocker(&self) -> Result<std::sync::Arc<FdBlocker>, c_int> {
+        let mut progress = self.progress.lock();
+        if let Some(b) = &*progress {
+            return Ok(b.clone());
+        }
+        // SAFETY: the open core domain of this fabric, with its own cq_open.
+        let b = std::sync::Arc::new(unsafe {
+            FdBlocker::progress_fd(self.fabric, self.domain, self.cq_open)
+        }?);
+        *progress = Some(b.clone());
+        Ok(b)
+    }
 }
 
 /// Sleeps on a core fd: a wait set's, or a CQ's whose wait set holds the core's progress fd.
@@ -426,31 +471,6 @@ impl CoreBlocker {
             _ => None,
         }
     }
-}
-
-/// The blocker for a counter about to be bound over a core with `plan`; `progress` gives the
-/// domain's shared progress-fd blocker (tcp). Falls back to yielding, with an info line, when
-/// the core refuses what the plan needs.
-pub fn counter_blocker(
-    plan: Plan,
-    core: CoreFabric,
-    progress: impl FnOnce() -> Result<std::sync::Arc<FdBlocker>, c_int>,
-) -> CoreBlocker {
-    let made = match plan {
-        Plan::ProgressFd => progress().map(CoreBlocker::Fd),
-        Plan::FdSet { cap, .. } => {
-            FdBlocker::wait_set(core, cap).map(|b| CoreBlocker::Fd(std::sync::Arc::new(b)))
-        }
-        Plan::CoreWait => Ok(CoreBlocker::Cntr(CntrWaitBlocker::default())),
-        Plan::Yield => return CoreBlocker::Yield,
-    };
-    made.unwrap_or_else(|e| {
-        fi_info!(
-            Cntr,
-            "the core has no wait object for {plan:?} ({e}); waits on this counter yield"
-        );
-        CoreBlocker::Yield
-    })
 }
 
 /// The epoll set an FD counter of a layered domain hands out, holding its eventfd (and, once the

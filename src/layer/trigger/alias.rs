@@ -10,8 +10,8 @@
 //! through the trigger-able endpoint's tables; the others are the core's own, on the core
 //! endpoint.
 
+use super::endpoint::TriggerEp;
 use super::op::iov_len;
-use super::trigger::TriggerEp;
 use crate::boundary::ffi::err;
 use crate::{fi_warn, ofi};
 use std::ffi::{c_int, c_void};

@@ -1,17 +1,25 @@
 //! The feed of a counter bound over a core (a [`Feed`]): the core counter that stands for
 //! the rscntr counter, opened at the first bind with FI_PEER so that the core's completions
-//! increment the rscntr counter, on the wait set its waiters will sleep on (see `wait.rs`);
+//! increment the rscntr counter, on the wait set its waiters will sleep on (see `blocker.rs`);
 //! taking in what the core counted itself; what a waiter sleeps on; what `fi_trywait` arms.
+//!
+//! Its part in a counter's bind is a `BindHook` (`hooks.rs`): the core counter opened at the
+//! first bind, and the core's bind of it. The bound wait is decided in one place,
+//! [`open_core_cntr`]: what the core blocks on, that opened, the core counter opened on it,
+//! then armed ([`new_feed`]).
 
-use super::home::CoreHome;
-use super::wait::{self as core_wait, CoreBlocker, Plan, epoll_add};
+use super::blocker::{
+    self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Plan, epoll_add,
+};
 use crate::boundary::ffi;
 use crate::boundary::peer_sys;
 use crate::boundary::testhook::{self, Op};
 use crate::cntr::{AnyCntr, Armed, Feed, FeedRequest, Tally};
 use crate::engine::Wake;
+use crate::layer::hooks::{BindHook, CntrBind, Step, describe_flags};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 pub struct CoreFeed {
@@ -51,15 +59,52 @@ unsafe impl Send for CoreFeed {}
 unsafe impl Sync for CoreFeed {}
 
 /// The feed of `cntr`, a counter of `home`: opened at its first bind, shared by the later ones.
-pub fn feed_of<'a>(cntr: &'a dyn AnyCntr, home: &CoreHome) -> Result<&'a dyn Feed, c_int> {
+fn feed_of<'a>(cntr: &'a dyn AnyCntr, home: &CoreWaits<'_>) -> Result<&'a dyn Feed, c_int> {
     cntr.feed_or_open(&mut |request| {
         open_core_cntr(home, &request).map(|feed| feed as Box<dyn Feed>)
     })
 }
 
-/// Opens the core counter that stands for a counter of `core`, on the wait set its waiters
-/// will sleep on.
-fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed>, c_int> {
+/// The bound wait's part in a counter's bind (`hooks.rs`): the counter's core counter, opened at
+/// its first bind with what its waiters sleep on, bound by the core in the counter's place.
+impl BindHook for CoreWaits<'_> {
+    fn bind_cntr(&self, bind: &CntrBind<'_>) -> Step {
+        let core_cntr = match feed_of(bind.cntr, self) {
+            Ok(f) => f.core_cntr(),
+            Err(e) => return Step::Fail(e),
+        };
+        // SAFETY: the core binds its own counter to its own endpoint or MR.
+        let ret = testhook::fail(Op::Bind)
+            .unwrap_or_else(|| unsafe { (bind.core_bind)(bind.fid, core_cntr.cast(), bind.flags) });
+        if ret != 0 {
+            // The core counter stays open with the rscntr counter and is closed with it.
+            fi_warn!(
+                EpCtrl,
+                "the core refused to bind the counter to fid class {} with flags {:#x}{}: {ret}",
+                bind.class,
+                bind.flags,
+                describe_flags(bind.flags)
+            );
+            return Step::Fail(ret);
+        }
+        fi_info!(
+            EpCtrl,
+            "bound an rscntr counter to core {} fid class {} with flags {:#x}{}",
+            bind.core,
+            bind.class,
+            bind.flags,
+            describe_flags(bind.flags)
+        );
+        Step::Next
+    }
+}
+
+/// Opens the core counter that stands for a counter of `core`, with its bound wait, decided
+/// here and only here, in order: what the core blocks on for this counter (from the domain's
+/// [`Plan`]), that wait object opened, the core counter opened on it, then armed
+/// ([`new_feed`]). When the core refuses a step, an info line says so and waits fall back: in
+/// the end they yield between progress calls.
+fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<CoreFeed>, c_int> {
     // An FI_WAIT_FD counter hands the progress fd to the application's poll() (its epoll
     // set), with no rscntr thread: it keeps the shared progress fd.
     if core.plan == Plan::ProgressFd
@@ -68,8 +113,24 @@ fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed
     {
         return Ok(feed);
     }
-    let mut blocker =
-        core_wait::counter_blocker(core.plan, core.fabric, || core.progress_blocker());
+    // What the core blocks on for this counter, opened.
+    let plan = core.plan;
+    let made = match plan {
+        Plan::ProgressFd => core.progress_blocker().map(CoreBlocker::Fd),
+        Plan::FdSet { cap, .. } => {
+            FdBlocker::wait_set(core.fabric, cap).map(|b| CoreBlocker::Fd(Arc::new(b)))
+        }
+        Plan::CoreWait => Ok(CoreBlocker::Cntr(CntrWaitBlocker::default())),
+        Plan::Yield => Ok(CoreBlocker::Yield),
+    };
+    let mut blocker = made.unwrap_or_else(|e| {
+        fi_info!(
+            Cntr,
+            "the core has no wait object for {plan:?} ({e}); waits on this counter yield"
+        );
+        CoreBlocker::Yield
+    });
+    // The core counter opened on it.
     let shared = core.plan == Plan::ProgressFd;
     let out = match blocker.wait_set(shared) {
         Some(set) => match open_core_cntr_on(core, request, set) {
@@ -95,7 +156,7 @@ fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed
 /// counted: bench/growth.c found a waiter among 4 to 64 asleep until its 50 ms re-check.
 /// None when the core refuses (the caller then uses the shared progress fd).
 fn open_core_cntr_with_fd(
-    core: &CoreHome,
+    core: &CoreWaits<'_>,
     request: &FeedRequest,
 ) -> Result<Option<Box<CoreFeed>>, c_int> {
     match open_core_cntr_on(core, request, Wait::Fd) {
@@ -116,9 +177,10 @@ fn open_core_cntr_with_fd(
     }
 }
 
-/// The feed of a core counter just opened, sleeping on `blocker`.
+/// The feed of a core counter just opened, sleeping on `blocker`, armed: the core's fd in the
+/// epoll set the application polls, the core counter handed to a blocker that sleeps in it.
 fn new_feed(
-    core: &CoreHome,
+    core: &CoreWaits<'_>,
     request: &FeedRequest,
     (out, peer_context): (*mut ofi::fid_cntr, PeerContext),
     blocker: CoreBlocker,
@@ -151,7 +213,7 @@ fn new_feed(
         fd_exported,
         plan: core.plan,
         watcher_may_progress: core.watcher_may_progress,
-        closing: &core.deferred.closing,
+        closing: core.closing,
         _peer_context: peer_context,
     });
     if let CoreBlocker::Cntr(b) = &feed.blocker {
@@ -183,7 +245,7 @@ impl From<*mut ofi::fid_wait> for Wait {
 /// Opens the core counter, with FI_PEER if the core takes it, with the wait object `wait`;
 /// returns it with the context it was opened with, which must live as long as it.
 fn open_core_cntr_on(
-    core: &CoreHome,
+    core: &CoreWaits<'_>,
     request: &FeedRequest,
     wait: impl Into<Wait>,
 ) -> Result<(*mut ofi::fid_cntr, PeerContext), c_int> {

@@ -1,4 +1,4 @@
-//! The initiator's side of rscntr's remote-access counters (`rma_event.rs`): the rma and
+//! The initiator's side of rscntr's remote-access counters (`target.rs`): the rma and
 //! atomic tables of an endpoint in a domain whose remote accesses rscntr counts.
 //!
 //! - a write of at most [`NOTIFY_AFTER`] bytes (256 KiB) carries its notification as remote CQ data:
@@ -11,18 +11,22 @@
 //!   took it, is followed by a write of nothing that
 //!   carries the notification, on the same endpoint: the target's core handles a connection's
 //!   requests in order, so it counts the access after performing it. The notification is
-//!   rscntr's own deferred operation (`deferred.rs`): its completion never reaches the
+//!   rscntr's own deferred operation (`trigger/deferred.rs`): its completion never reaches the
 //!   application's CQ, and the endpoint's FI_WRITE counters owe the core's count of it.
 //!
 //! Endpoints of other domains keep the core's tables. These tables sit under the trigger-able
-//! ones (`trigger.rs`), so triggered and deferred operations notify too.
+//! ones (`trigger/endpoint.rs`), so triggered and deferred operations notify too.
+//!
+//! Over 600 lines: the endpoint's record and the table entries it installs, which call back
+//! into it; apart, the two files would import each other.
 
-use super::deferred::{Deferred, forgive_counts, owe_counts};
-use super::op::{CoreOps, Op, iov_len};
-use super::rma_event::{Kind, encode};
-use super::trigger::{TriggerEp, copy_table, ours_where_the_core_has};
+use super::target::{Kind, encode};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
+use crate::layer::trigger::deferred::{Deferred, Target};
+use crate::layer::trigger::endpoint::{TriggerEp, copy_table, ours_where_the_core_has};
+use crate::layer::trigger::op::{CoreOps, Op, iov_len};
+use crate::layer::trigger::outstanding::{forgive_counts, owe_counts};
 use crate::{fi_warn, ofi};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -289,11 +293,7 @@ impl RmaEp {
     ///
     /// # Safety
     /// `msg` has no buffers; `target` is this endpoint with the core's tables.
-    unsafe fn post_notification(
-        &self,
-        target: &super::deferred::Target<'_>,
-        msg: &ofi::fi_msg_rma,
-    ) -> isize {
+    unsafe fn post_notification(&self, target: &Target<'_>, msg: &ofi::fi_msg_rma) -> isize {
         // SAFETY: no arrays to copy.
         let mut op = unsafe { Op::rma(msg, true) };
         // SAFETY: set right after patch.

@@ -9,16 +9,33 @@
 //! keeps their completions off the endpoint's CQ and counters and counts them in the
 //! completion counter.
 
-use super::bind;
-use super::home::CoreHome;
+use super::deferred::Deferred;
+use super::endpoint::{TriggerEp, cntr_of};
 use super::op::{Fetch, Op};
-use super::trigger::{TriggerEp, cntr_of};
 use crate::boundary::ffi::err;
 use crate::cntr::AnyCntr;
 use crate::engine::{Started, Tag, Work};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
+
+/// What the deferred work queue needs of its domain (the layer's home implements it).
+pub trait WorkHome {
+    /// The domain's deferred data operations.
+    fn deferred(&self) -> &Deferred;
+    /// The trigger-able endpoint `ep` is (or aliases), for the deferred operations naming it.
+    ///
+    /// # Safety
+    /// `ep` is NULL or a readable endpoint fid.
+    unsafe fn trigger_of<'a>(&self, ep: *mut ofi::fid_ep) -> Option<&'a TriggerEp>;
+}
+
+impl dyn WorkHome + '_ {
+    /// The domain's home as its counters name it (`AnyCntr::home_ptr`).
+    fn id(&self) -> *const () {
+        (self as *const Self).cast()
+    }
+}
 
 /// The requests a domain has queued and not run, with their triggering counters (to cancel
 /// them there).
@@ -49,14 +66,14 @@ impl WorkQueue {
     ///
     /// # Safety
     /// `work` is NULL or the application's request, valid until it runs or is cancelled.
-    pub unsafe fn queue(&self, home: &CoreHome, work: *mut ofi::fi_deferred_work) -> c_int {
+    pub unsafe fn queue(&self, home: &dyn WorkHome, work: *mut ofi::fi_deferred_work) -> c_int {
         // SAFETY: caller's contract.
         let Some(w) = (unsafe { work.as_ref() }) else {
             fi_warn!(Domain, "FI_QUEUE_WORK without a struct fi_deferred_work");
             return err::EINVAL;
         };
         // SAFETY: NULL or the application's counter fid.
-        let trigger = match unsafe { cntr_of(w.triggering_cntr, home) } {
+        let trigger = match unsafe { cntr_of(w.triggering_cntr, home.id()) } {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -78,7 +95,7 @@ impl WorkQueue {
                     return err::EINVAL;
                 };
                 // SAFETY: NULL or the application's counter fid.
-                let target = match unsafe { cntr_of(op.cntr, home) } {
+                let target = match unsafe { cntr_of(op.cntr, home.id()) } {
                     Ok(c) => c,
                     Err(e) => return e,
                 };
@@ -118,7 +135,7 @@ impl WorkQueue {
     /// `work` is the application's request, its op arm of its op_type NULL or valid.
     unsafe fn queue_data(
         &self,
-        home: &CoreHome,
+        home: &dyn WorkHome,
         work: *mut ofi::fi_deferred_work,
         trigger: &'static dyn AnyCntr,
     ) -> c_int {
@@ -128,7 +145,7 @@ impl WorkQueue {
             None
         } else {
             // SAFETY: the application's counter fid.
-            match unsafe { cntr_of(w.completion_cntr, home) } {
+            match unsafe { cntr_of(w.completion_cntr, home.id()) } {
                 Ok(c) => Some(c),
                 Err(e) => return e,
             }
@@ -201,7 +218,7 @@ impl WorkQueue {
             return err::EINVAL;
         }
         // SAFETY: NULL or the application's endpoint fid.
-        let Some(t) = (unsafe { bind::trigger_of(ep) }) else {
+        let Some(t) = (unsafe { home.trigger_of(ep) }) else {
             fi_warn!(
                 Domain,
                 "a deferred operation's endpoint must be an rscntr endpoint opened with \
@@ -220,7 +237,7 @@ impl WorkQueue {
             trigger,
             completion,
             ep: t,
-            deferred: &home.deferred,
+            deferred: home.deferred(),
             op,
             flags,
             listed: true,
@@ -269,12 +286,12 @@ impl WorkQueue {
     ///
     /// # Safety
     /// `work` is NULL or a readable request.
-    pub unsafe fn flush(&self, home: &CoreHome, work: *const ofi::fi_deferred_work) -> c_int {
+    pub unsafe fn flush(&self, home: &dyn WorkHome, work: *const ofi::fi_deferred_work) -> c_int {
         // SAFETY: caller's contract.
         let only = match unsafe { work.as_ref() } {
             None => None,
             // SAFETY: NULL or the application's counter fid.
-            Some(w) => match unsafe { cntr_of(w.triggering_cntr, home) } {
+            Some(w) => match unsafe { cntr_of(w.triggering_cntr, home.id()) } {
                 Ok(c) => Some(c as *const dyn AnyCntr as *const ()),
                 Err(e) => return e,
             },
@@ -427,7 +444,7 @@ fn unlist(queue: *const WorkQueue, key: usize) {
 /// `arg` is what the command takes (NULL or a request).
 pub unsafe fn control(
     queue: &WorkQueue,
-    home: &CoreHome,
+    home: &dyn WorkHome,
     command: c_int,
     arg: *mut c_void,
 ) -> Option<c_int> {

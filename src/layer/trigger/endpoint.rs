@@ -11,12 +11,13 @@
 //! - the operations themselves, copied, and their posting: `op.rs`;
 //! - aliases (`fi_ep_alias`): in `alias.rs`.
 
-use super::deferred::{CqFilter, Target};
-use super::home::CoreHome;
+use super::cq_filter::CqFilter;
+use super::deferred::Target;
 use super::op::{CoreOps, Fetch, Op, post};
 use crate::boundary::ffi::err;
 use crate::cntr::{self, AnyCntr};
 use crate::engine::{Holds, Started, Tag, Work};
+use crate::layer::hooks::{BindHook, CntrBind, Step};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
 use std::ffi::c_void;
@@ -36,7 +37,8 @@ pub struct TriggerEp {
     pub core: CoreOps,
     /// The core endpoint.
     pub ep: *mut ofi::fid_ep,
-    home: *const CoreHome,
+    /// The domain's home, as its counters name it (`AnyCntr::home_ptr`).
+    home: *const (),
     /// Contexts of the triggered operations queued here and not started, with the counter
     /// each waits on, for fi_cancel (the close counts them in `work`).
     queued: Mutex<Vec<(usize, *const dyn AnyCntr, u64)>>,
@@ -54,13 +56,13 @@ pub struct TriggerEp {
     /// The filters of the CQs bound to the endpoint (`deferred.rs`), with the bind's
     /// FI_TRANSMIT / FI_RECV.
     cqs: Mutex<Vec<(*mut CqFilter, u64)>>,
-    /// The record of the tables under these (`rma_ep.rs`), whose entries the endpoint's table
+    /// The record of the tables under these (`rma_event/initiator.rs`), whose entries the endpoint's table
     /// pointers, which point here, lead to; NULL when the core's are under these.
     pub below: std::sync::atomic::AtomicPtr<c_void>,
 }
 
-// SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (which
-// outlives its endpoints) and counters held by the work that names them; all set once.
+// SAFETY: the raw pointers are the core's endpoint and static tables, the domain's home (only
+// compared) and counters held by the work that names them; all set once.
 unsafe impl Send for TriggerEp {}
 // SAFETY: as above; `queued` is behind its lock.
 unsafe impl Sync for TriggerEp {}
@@ -69,7 +71,7 @@ unsafe impl Sync for TriggerEp {}
 ///
 /// # Safety
 /// `orig` is NULL or a valid table.
-pub(super) unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
+pub unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
     // SAFETY: caller's contract.
     unsafe { orig.as_ref() }.copied().unwrap_or_default()
 }
@@ -83,7 +85,7 @@ macro_rules! ours_where_the_core_has {
         })*
     };
 }
-pub(super) use ours_where_the_core_has;
+pub(crate) use ours_where_the_core_has;
 
 impl TriggerEp {
     /// Gives a core endpoint opened with FI_TRIGGER rscntr's data tables. The record lives
@@ -91,7 +93,7 @@ impl TriggerEp {
     ///
     /// # Safety
     /// `ep` is an open core endpoint of the domain whose home is `home`.
-    pub unsafe fn patch(ep: *mut ofi::fid_ep, home: &CoreHome) -> *mut TriggerEp {
+    pub unsafe fn patch<H>(ep: *mut ofi::fid_ep, home: &H) -> *mut TriggerEp {
         // SAFETY: a valid endpoint whose table pointers are NULL or valid.
         unsafe {
             let e = &mut *ep;
@@ -108,7 +110,7 @@ impl TriggerEp {
                 atomic: copy_table(core.atomic),
                 core,
                 ep,
-                home,
+                home: (home as *const H).cast(),
                 queued: Mutex::new(Vec::new()),
                 aliases: AtomicUsize::new(0),
                 work: Holds::new(),
@@ -240,11 +242,6 @@ impl TriggerEp {
         }
     }
 
-    fn home(&self) -> &CoreHome {
-        // SAFETY: the domain outlives its endpoints (the core refuses to close it before).
-        unsafe { &*self.home }
-    }
-
     fn tag(&self, context: *mut c_void) -> Tag {
         Tag {
             owner: self as *const Self as usize,
@@ -293,7 +290,7 @@ impl TriggerEp {
         }
         let context = op.context();
         // SAFETY: caller's contract.
-        let (cntr, threshold) = match unsafe { threshold_of(context, self.home()) } {
+        let (cntr, threshold) = match unsafe { threshold_of(context, self.home) } {
             Ok(t) => t,
             Err(e) => return e as isize,
         };
@@ -317,6 +314,15 @@ impl TriggerEp {
     }
 }
 
+/// A trigger-able endpoint notes the counters bound to it, with their bind flags, for the
+/// counts its deferred operations owe (`deferred.rs`).
+impl BindHook for TriggerEp {
+    fn bind_cntr(&self, bind: &CntrBind<'_>) -> Step {
+        self.bound_cntr(bind.cntr as *const dyn AnyCntr, bind.flags);
+        Step::Next
+    }
+}
+
 /// The counter and threshold of a triggered context, checked: FI_TRIGGER_THRESHOLD on an
 /// rscntr counter of this domain.
 ///
@@ -324,7 +330,7 @@ impl TriggerEp {
 /// `context` is NULL or points to a `fi_triggered_context` (or `…2`, which begins alike).
 unsafe fn threshold_of(
     context: *mut c_void,
-    home: &CoreHome,
+    home: *const (),
 ) -> Result<(&'static dyn AnyCntr, u64), i32> {
     // SAFETY: caller's contract.
     let Some(tc) = (unsafe { context.cast::<ofi::fi_triggered_context>().as_ref() }) else {
@@ -352,13 +358,14 @@ unsafe fn threshold_of(
     Ok((cntr, th.threshold as u64))
 }
 
-/// An rscntr counter of this domain, for triggered and deferred work.
+/// An rscntr counter of this domain (whose home is `home`, as its counters name it), for
+/// triggered and deferred work.
 ///
 /// # Safety
 /// `fid` is NULL or a readable counter fid.
 pub unsafe fn cntr_of(
     fid: *mut ofi::fid_cntr,
-    home: &CoreHome,
+    home: *const (),
 ) -> Result<&'static dyn AnyCntr, i32> {
     // SAFETY: caller's contract.
     let Some(c) = (unsafe { cntr::as_cntr::<'static>(fid.cast()) }) else {
@@ -368,7 +375,7 @@ pub unsafe fn cntr_of(
         );
         return Err(err::EINVAL);
     };
-    if !std::ptr::eq(c.home_ptr(), (home as *const CoreHome).cast()) {
+    if !std::ptr::eq(c.home_ptr(), home) {
         fi_warn!(EpData, "the triggering counter belongs to another domain");
         return Err(err::EINVAL);
     }

@@ -1,0 +1,17 @@
+//! How a bound counter sleeps: on what its core itself blocks on, never by polling it on a
+//! timer. A capability of the layer, below the interposition (`layer/*.rs`), which lends it
+//! what the domain knows of its core ([`CoreWaits`]); it imports nothing of the layer's other
+//! rooms.
+//!
+//! - `blocker.rs`: how each core is waited on ([`Plan`]) and what a waiter sleeps on (the
+//!   blockers: a core fd, the core counter's own wait);
+//! - `feed.rs`: a bound counter's core counter (a `Feed`), opened at the first bind with its
+//!   bound wait, taking in what the core counted, armed for `fi_trywait`.
+
+mod blocker;
+mod feed;
+
+pub use blocker::{
+    CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set,
+    peer_counters_work, plan_for,
+};
