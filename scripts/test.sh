@@ -68,29 +68,6 @@ runfabtests() { # <suite> <exclude file> [VAR=value...]
     [ $rc -eq 0 ] && grep -qE '^# Total Fail +0$' <<<"$out" && ! grep -qE '^# Total Pass +0$' <<<"$out"
 }
 
-# The quick suite over one core: the core's own fabtests exclude file (what the suite skips
-# for that core anyway) plus prov_test/fabtests/quick-<core>.exclude (tests the core itself
-# fails, each with its reason).
-runfabtests_over() { # <core>
-    local core=$1 name cfg excl
-    name=$(tr ';' _ <<<"$core")
-    cfg=${core##*;}            # runfabtests names a layering by its utility provider
-    excl=$ROOT/target/quick-$name.exclude
-    # The core's file excludes the tests of what the core lacks and rscntr serves: the
-    # triggered-operation tests (fi_rdm_rma_trigger; rscntr serves FI_TRIGGER over every core)
-    # and, over tcp and tcp;ofi_rxm, the remote-access counter test (fi_rdm_rma_event: rxm has
-    # no such counters and tcp's count nothing; rscntr's count there). Those run.
-    local served=()
-    case $core in
-        shm) served=(trigger) ;;
-        tcp) served=(trigger rma_event) ;;
-        "tcp;ofi_rxm") served=(trigger rdm_rma_event) ;;
-    esac
-    { grep -vxF -e "#none" "${served[@]/#/-e}" "$FT_PREFIX/share/fabtests/test_configs/$cfg/$cfg.exclude"
-      echo && cat "$ROOT/prov_test/fabtests/quick-$name.exclude"; } > "$excl" || return 1
-    runfabtests quick "$excl" FI_RSCNTR_CORE="$core"
-}
-
 # One fabtests client/server pair on 127.0.0.1 (never beside runfabtests.sh, which kills fi_*).
 ft_pair() { # <port> <prov> <core or -> <test> [options...]
     local port=$1 prov=$2 core=$3 test=$4 srv rc_s rc_c; shift 4
@@ -710,8 +687,12 @@ step "SOS counter tests across 2 hosts x 2 PEs, hard-polling build: rscntr over 
     sos_hosts hard-polling "tcp;ofi_rxm"
 step "SOS counter tests across 2 hosts x 2 PEs, default build over rscntr(tcp;ofi_rxm): passes what the hard-polling build passes over tcp;ofi_rxm" \
     sos_hosts default "tcp;ofi_rxm" hard-polling
-for core in shm tcp "tcp;ofi_rxm"; do
-    step "runfabtests.sh -S -t quick rscntr over $core" runfabtests_over "$core"
+# fabtests' unit, functional and short sets (runfabtests.sh's quick), each core directly beside
+# rscntr over it, the core's own exclude file; rscntr must pass what the core passes, and the
+# tests of what it serves over a core lacking it (triggers, remote-access counters).
+for core in tcp "tcp;ofi_rxm" shm sockets "udp;ofi_rxd"; do
+    step "fabtests unit, functional, short: $core directly beside rscntr over $core (prov_test/fabtests/side_by_side.sh)" \
+        timeout 2400 prov_test/fabtests/side_by_side.sh "$core"
 done
 
 printf '\n'
