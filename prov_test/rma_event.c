@@ -34,6 +34,13 @@
  * | close   | (rscntr's own counting only) an endpoint C closed while A's 256 MiB write to it |
  * |         | is arriving closes (rxm's close crashed on such a write with remote CQ data),   |
  * |         | and A's write then completes, with or without an error                          |
+ * | shmem   | what an OpenSHMEM library asks (Sandia OpenSHMEM's put and get counters, its   |
+ * |         | quiet and wait_until): a fresh endpoint D with a put counter bound FI_WRITE and |
+ * |         | a get counter bound FI_READ; fi_write and fi_atomic count in the put counter    |
+ * |         | alone, fi_read, fi_fetch_atomic and fi_compare_atomic in the get counter alone |
+ * |         | (fi_endpoint(3)); then a thread sleeps in fi_cntr_wait(-1) on B's remote-write |
+ * |         | counter (wait_until) while D posts writes and waits for them with             |
+ * |         | fi_cntr_wait(put, n, -1) (quiet): both return, the data is in place             |
  *
  * Skipped, with the reason printed: FI_RSCNTR_CORE=none, a core without RDM endpoints, a
  * provider without FI_RMA_EVENT (a failure for rscntr over tcp and tcp;ofi_rxm), the atomic
@@ -42,6 +49,7 @@
  * against a core's own counters. Every wait is bounded; a watchdog turns a hang into a failure.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -616,6 +624,119 @@ out:
 	free(big);
 }
 
+/* The target's side of shmem_wait_until: sleeps in fi_cntr_wait(-1) until B's remote-write
+ * counter reaches `until` (the waiting thread drives B's progress; a hang is the watchdog's). */
+struct wait_until {
+	uint64_t until;
+	int ret;
+	uint64_t seen;
+};
+
+static void *wait_until_thread(void *arg)
+{
+	struct wait_until *w = arg;
+	w->ret = fi_cntr_wait(epBc, w->until, -1);
+	w->seen = fi_cntr_read(epBc);
+	return NULL;
+}
+
+/* Polls until `c` reaches `v` (driving the initiator's and the target's progress, as two
+ * processes would each drive their own), then checks `other` did not move from `other_v`. */
+static void counted_in(struct fid_cq *cq, struct fid_cntr *c, uint64_t v, struct fid_cntr *other,
+		       uint64_t other_v, const char *what, const char *in, const char *not_in)
+{
+	double t0 = now_ms();
+	while (fi_cntr_read(c) < v && now_ms() - t0 < TMO) {
+		progress_with(cq);
+		progress();
+	}
+	for (double t1 = now_ms(); now_ms() - t1 < 20;) {
+		progress_with(cq);
+		progress();
+	}
+	CHECK(fi_cntr_read(c) == v, "%s: the %s counter reads %" PRIu64 ", expected %" PRIu64, what, in,
+	      fi_cntr_read(c), v);
+	CHECK(fi_cntr_read(other) == other_v, "%s: the %s counter moved to %" PRIu64 " (expected %" PRIu64 ")",
+	      what, not_in, fi_cntr_read(other), other_v);
+}
+
+static void test_shmem(int has_atomic)
+{
+	static struct fi_context2 ctx[16];
+	struct fid_cq *cq = NULL;
+	struct fid_cntr *put = cntr(), *get = cntr();
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT, .size = 256 };
+	CHECK_RET(fi_cq_open(domain, &ca, &cq, NULL), 0);
+	struct fid_ep *e = cq && put && get ? endpoint(cq, put, FI_WRITE) : NULL;
+	if (!e)
+		goto out;
+	CHECK_RET(fi_ep_bind(e, &get->fid, FI_READ), 0);
+	CHECK_RET(fi_enable(e), 0);
+	void *d = desc_of(mrA);
+	uint64_t ra = raddr(mr1, buf1, buf1);
+	uint64_t np = 0, ng = 0;
+	ssize_t r = POST2(fi_write(e, bufA, LEN, d, addrB, ra, key_of(mr1), &ctx[0]));
+	CHECK(r == 0, "shmem: fi_write returned %zd", r);
+	counted_in(cq, put, ++np, get, ng, "shmem: fi_write", "put (FI_WRITE)", "get (FI_READ)");
+	r = POST2(fi_read(e, bufA + LEN * 2, LEN, d, addrB, ra, key_of(mr1), &ctx[1]));
+	CHECK(r == 0, "shmem: fi_read returned %zd", r);
+	counted_in(cq, get, ++ng, put, np, "shmem: fi_read", "get (FI_READ)", "put (FI_WRITE)");
+	if (has_atomic) {
+		uint64_t *src = (uint64_t *) bufA, *res = (uint64_t *) (bufA + LEN), *cmp = (uint64_t *) (bufA + 2 * LEN);
+		*(uint64_t *) buf1 = 3;
+		*src = 4;
+		r = POST2(fi_atomic(e, src, 1, d, addrB, ra, key_of(mr1), FI_UINT64, FI_SUM, &ctx[2]));
+		CHECK(r == 0, "shmem: fi_atomic returned %zd", r);
+		counted_in(cq, put, ++np, get, ng, "shmem: fi_atomic", "put (FI_WRITE)", "get (FI_READ)");
+		r = POST2(fi_fetch_atomic(e, src, 1, d, res, d, addrB, ra, key_of(mr1), FI_UINT64, FI_SUM, &ctx[3]));
+		CHECK(r == 0, "shmem: fi_fetch_atomic returned %zd", r);
+		counted_in(cq, get, ++ng, put, np, "shmem: fi_fetch_atomic", "get (FI_READ)", "put (FI_WRITE)");
+		CHECK(*res == 7, "shmem: fi_fetch_atomic fetched %" PRIu64 ", expected 7", *res);
+		*cmp = 11;
+		*src = 1;
+		r = POST2(fi_compare_atomic(e, src, 1, d, cmp, d, res, d, addrB, ra, key_of(mr1), FI_UINT64,
+					    FI_CSWAP, &ctx[4]));
+		CHECK(r == 0, "shmem: fi_compare_atomic returned %zd", r);
+		counted_in(cq, get, ++ng, put, np, "shmem: fi_compare_atomic", "get (FI_READ)", "put (FI_WRITE)");
+		CHECK(*res == 11 && *(uint64_t *) buf1 == 1, "shmem: fi_compare_atomic fetched %" PRIu64
+		      ", target %" PRIu64, *res, *(uint64_t *) buf1);
+	}
+	/* quiet and wait_until: B's thread asleep first, then D's puts, each of another byte. */
+	enum { PUTS = 8 };
+	struct wait_until w = { .until = fi_cntr_read(epBc) + PUTS, .ret = 1 };
+	pthread_t t;
+	CHECK_RET(pthread_create(&t, NULL, wait_until_thread, &w), 0);
+	usleep(20000);
+	for (int i = 0; i < PUTS; i++) {
+		memset(bufA + i * 8, 'q' + i, 8);
+		r = POST2(fi_write(e, bufA + i * 8, 8, d, addrB, ra + i * 8, key_of(mr1), &ctx[5 + i]));
+		CHECK(r == 0, "shmem: put %d returned %zd", i, r);
+	}
+	np += PUTS;
+	CHECK_RET(fi_cntr_wait(put, np, -1), 0);
+	pthread_join(t, NULL);
+	CHECK(w.ret == 0 && w.seen >= w.until, "shmem: wait_until's fi_cntr_wait(-1) returned %d at %" PRIu64
+	      ", waiting for %" PRIu64, w.ret, w.seen, w.until);
+	CHECK(!memcmp(buf1, bufA, PUTS * 8), "shmem: the puts' data is not in MR1 once counted");
+	CHECK(fi_cntr_read(get) == ng, "shmem: the get counter moved during the puts");
+	int entries = 0;
+	for (double t0 = now_ms(); entries < PUTS + 3 + 2 * has_atomic && now_ms() - t0 < TMO;) {
+		struct fi_cq_entry x;
+		entries += fi_cq_read(cq, &x, 1) == 1;
+	}
+	printf(NAME ": shmem: put and get counters split by FI_WRITE and FI_READ; wait_until and quiet "
+	       "in fi_cntr_wait(-1) returned after %d puts\n", PUTS);
+out:
+	if (e)
+		CHECK_RET(fi_close(&e->fid), 0);
+	if (cq)
+		CHECK_RET(fi_close(&cq->fid), 0);
+	if (put)
+		CHECK_RET(fi_close(&put->fid), 0);
+	if (get)
+		CHECK_RET(fi_close(&get->fid), 0);
+}
+
 int main(void)
 {
 	prov = getenv("RSCNTR_TEST_PROV") ? getenv("RSCNTR_TEST_PROV") : "rscntr";
@@ -712,6 +833,7 @@ int main(void)
 	if (has_atomic)
 		test_atomics();
 	test_local();
+	test_shmem(has_atomic);
 	test_close_unenabled();
 	if (rma_emulated) {
 		test_never_ahead();

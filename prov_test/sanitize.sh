@@ -82,6 +82,8 @@ valgrind)
     vg tcp bad_input
     vg tcp faults
     vg sockets shared_ctx   # the core keeps pointers into the info rscntr opened it with
+    vg sockets pep_lifetime # ... and a passive endpoint's, read at each connection request
+    vg tcp pep_lifetime
     vg none faults
     vg none stress RSCNTR_STRESS_OPS=40000   # valgrind runs one thread at a time
     vg shm trigger       # triggered operations, deferred work, the CQ filter

@@ -1,9 +1,9 @@
 # Sourced by the scripts: where the cached dependencies and the staged provider live.
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 DEPS=${RSCNTR_DEPS:-$ROOT/.deps}
-# Its real path: a worktree whose .deps links to another checkout's must name the builds there
-# as that checkout does (prov_test/sos/build.sh keeps its configure line, paths and all, as its
-# stamp: a linked path differs, and the build is deleted and redone under the other's feet).
+# Its real path: a worktree whose .deps links to another checkout's names the builds there as
+# that checkout does (a build that keeps its configure line, paths and all, as its stamp would
+# otherwise be redone under the other's feet).
 [ -d "$DEPS" ] && DEPS=$(cd "$DEPS" && pwd -P)
 LF_PREFIX=$DEPS/lf            # libfabric 2.1.0
 LF_DEBUG_PREFIX=$DEPS/lf-debug # libfabric 2.1.0 built with --enable-debug (asserts on)

@@ -18,7 +18,9 @@ APT_PKGS=(build-essential pkg-config autoconf automake libtool libclang-dev xz-u
           nftables
           # rdma-core 65's libibverbs is built from source (below); Debian's libibverbs1 (44, no
           # completion counters) is the old library rscntr must also run with.
-          cmake ninja-build libnl-3-dev libnl-route-3-dev libibverbs1)
+          cmake ninja-build libnl-3-dev libnl-route-3-dev libibverbs1
+          # scripts/package.sh (the Debian 13 packages) and prov_test/debian/trixie.sh (a trixie root)
+          dpkg-dev lintian mmdebstrap)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

@@ -189,7 +189,7 @@ fn poll_never_blocks() {
     });
 }
 
-/// The fd contract (README, "The fd of an FI_WAIT_FD counter"): the application's loop
+/// The fd contract (docs/user-guide.md, "The fd of an FI_WAIT_FD counter"): the application's loop
 /// `while unmet(read()) { if trywait() == 0 { poll(fd) } }`. Whenever it decides to block
 /// (trywait said 0 with the condition unmet), the mutation that will meet it must make the fd
 /// readable, or poll() would sleep forever. Checked after both threads end.

@@ -16,15 +16,13 @@
 # CROSS_PROGS="mpi_rscntr rma_heavy" chooses the programs (default both).
 #
 # rscntr over tcp;ofi_rxm: MPICH selects providers only through FI_PROVIDER, and FI_PROVIDER=
-# rscntr hides tcp from ofi_rxm's own lookups (README, "MPICH 5 over a layering"), so MPICH needs
+# rscntr hides tcp from ofi_rxm's own lookups (docs/user-guide.md, "MPICH 5 over a layering"), so MPICH needs
 # a selection route for it. CROSS_RXM_ENV holds that route as VAR=value words, added to the
 # rscntr runs over tcp;ofi_rxm only (after FI_PROVIDER=rscntr, which they may override), e.g.
 # the wheel as it is (what scripts/test.sh passes):
 #   CROSS_RXM_ENV="FI_PROVIDER=rscntr,tcp;ofi_rxm MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_PROGRESS=1
 #     MPIR_CVAR_CH4_OFI_ENABLE_DATA=0 MPIR_CVAR_CH4_OFI_ENABLE_AV_TABLE=0 MPIR_CVAR_CH4_OFI_ENABLE_ATOMICS=0
-#     MPIR_CVAR_CH4_OFI_CONTEXT_ID_BITS=16 MPIR_CVAR_CH4_OFI_RANK_BITS=23 MPIR_CVAR_CH4_OFI_TAG_BITS=19"
-# or a libfabric with the hidden-core patch (LD_LIBRARY_PATH=$PWD/.deps/lf25-patched/lib and the
-# six capability-set variables, FI_PROVIDER=rscntr kept).
+#     MPIR_CVAR_CH4_OFI_CONTEXT_ID_BITS=16 MPIR_CVAR_CH4_OFI_RANK_BITS=23 MPIR_CVAR_CH4_OFI_TAG_BITS=19".
 # Unset, tcp;ofi_rxm runs directly only and its rscntr runs are reported "not run (no route)"
 # (neither passed nor failed). CROSS_RXM_ENV=none does the same without saying why.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An ssh stand-in for MPI launchers (MPICH's hydra, and through it SOS's oshrun): runs a
+# An ssh stand-in for MPI launchers (MPICH's hydra): runs a
 # command on one of the hosts prov_test/net/hosts.sh made, the way ssh runs it on a cluster
 # node. For hydra:
 #

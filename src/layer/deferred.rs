@@ -64,8 +64,13 @@ unsafe impl Send for Notes {}
 // SAFETY: as above.
 unsafe impl Sync for Notes {}
 
-/// A posted deferred operation, whose address is its context at the core.
+/// A posted deferred operation, whose address is its context at the core. It begins with
+/// room for the core: a core whose mode asks for FI_CONTEXT or FI_CONTEXT2 writes into the
+/// `fi_context2` its operations' context points to until they complete, as applications
+/// provide (none of the cores tested asks for it).
+#[repr(C)]
 pub struct Record {
+    _core_context: [usize; 8],
     app_context: *mut c_void,
     completion: Option<*const dyn AnyCntr>,
     /// FI_COMPLETION: the application wants the CQ entry and the endpoint counters' count.
@@ -257,6 +262,7 @@ impl Deferred {
             owe_counts(&ep.bound, counted_as)
         };
         let rec = Box::new(Record {
+            _core_context: [0; 8],
             app_context: op.context(),
             completion: completion.map(|c| c as *const dyn AnyCntr),
             report,

@@ -44,6 +44,9 @@ pub struct LayeredDomain {
     pub home: CoreHome,
     /// Deferred work queued on the domain (`work.rs`).
     work: WorkQueue,
+    /// The info the core opened the domain with, freed once the core has closed it: sockets
+    /// keeps a copy of the `fi_info` struct, attr pointers and all (`sock_domain`).
+    _core_info: CoreInfo,
 }
 
 impl LayeredDomain {
@@ -121,7 +124,8 @@ unsafe extern "C" fn no_core_cq_open(
     err::ENOSYS
 }
 
-/// Points a freshly opened core domain at rscntr's tables.
+/// Points a freshly opened core domain at rscntr's tables; `core_info`, what the core opened
+/// it with, is freed once the core has closed it.
 ///
 /// # Safety
 /// `dom` is an open core domain.
@@ -131,6 +135,7 @@ pub unsafe fn patch(
     thread_safe: bool,
     rma: bool,
     auto_progress: bool,
+    core_info: CoreInfo,
 ) {
     // Hardware detection runs once per process, at the first domain open, as for rscntr's own
     // domains.
@@ -165,6 +170,7 @@ pub unsafe fn patch(
                 auto_progress,
             },
             work: WorkQueue::default(),
+            _core_info: core_info,
         });
         if let Some(r) = &l.home.rma {
             // The record lives in the box as long as the domain.

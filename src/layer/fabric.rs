@@ -5,7 +5,7 @@
 use super::cq;
 use super::domain::{self, FabricShare};
 use super::getinfo::{self, core_fabric_info, core_of_fabric};
-use super::interpose::{close_through_core, open_through_core};
+use super::interpose::{CoreInfo, close_through_core, open_through_core};
 use super::progress;
 use super::wait::CoreFabric;
 use crate::boundary::ffi::{self, Children, err};
@@ -27,6 +27,9 @@ pub struct LayeredFabric {
     /// What its domains use. `share.domains` is checked before the core's close runs: some
     /// cores (rxm) free state before they notice a fabric is still in use.
     share: FabricShare,
+    /// The core's info list whose fabric attr the core fabric was opened with, freed once the
+    /// core has closed it (`interpose.rs`: a core may keep pointers into what it was given).
+    _core_info: CoreInfo,
 }
 
 impl LayeredFabric {
@@ -84,13 +87,13 @@ pub unsafe fn fabric_open(
         Ok(i) => i,
         Err(e) => return e,
     };
+    // Kept with the fabric, freed when it closes (or now, if the core does not open it).
+    let info = CoreInfo::own(info);
     let mut core_fabric: *mut ofi::fid_fabric = std::ptr::null_mut();
-    // SAFETY: the first info of a fresh fi_getinfo list; fi_fabric copies what it needs.
+    // SAFETY: the first info of a fresh fi_getinfo list, which lives as long as the fabric.
     let ret = testhook::fail(Op::Fabric).unwrap_or_else(|| unsafe {
-        ofi::fi_fabric((*info).fabric_attr, &mut core_fabric, context)
+        ofi::fi_fabric((*info.as_ptr()).fabric_attr, &mut core_fabric, context)
     });
-    // SAFETY: the list from core_fabric_info.
-    unsafe { ofi::fi_freeinfo(info) };
     if ret != 0 {
         fi_warn!(Fabric, "core {core} failed to open fabric {name:?}: {ret}");
         return ret;
@@ -114,6 +117,7 @@ pub unsafe fn fabric_open(
                 },
                 domains: Children::default(),
             },
+            _core_info: info,
         });
         l.fi_ops.close = Some(fabric_close);
         l.ops.size = l.ops.size.min(std::mem::size_of::<ofi::fi_ops_fabric>());
@@ -233,14 +237,27 @@ unsafe extern "C" fn domain_open2(
             }
             ret
         };
-        // SAFETY: a just-opened core domain; the core's info (freed after) describes it.
-        let patch =
-            |out, _core_info| unsafe { domain::patch(out, &layered.share, thread_safe.get(), rma_events.get(), auto_progress.get()) };
+        // SAFETY: a just-opened core domain; the core's info describes it, and is kept with it.
+        let patch = |out, core_info| unsafe {
+            domain::patch(out, &layered.share, thread_safe.get(), rma_events.get(), auto_progress.get(), core_info)
+        };
         // A domain opened for a NULL out pointer could never be closed (its fabric neither).
         let refuse = || fi_warn!(Domain, "NULL info or domain out pointer");
         // SAFETY: `info` NULL or valid, `dom` NULL or an out pointer (the caller's contract).
         unsafe { open_through_core(dom, Some((info, &layered.share.core)), refuse, open, patch) }
     }
+}
+
+/// Per core passive endpoint: rscntr's copy of its `fi_ops`, for a close that frees the info
+/// the core opened it with once the core has closed it. sockets copies that `fi_info` struct
+/// into its passive endpoint (`sock_msg_passive_ep`) and duplicates the attrs it points to
+/// for every connection request (`sock_ep_msg_get_info`, in its connection-management
+/// thread): freed at once, the first request read freed memory and crashed the listener.
+#[repr(C)]
+struct LayeredPep {
+    fi_ops: ofi::fi_ops,
+    orig_fi_ops: *const ofi::fi_ops,
+    _core_info: CoreInfo,
 }
 
 unsafe extern "C" fn passive_ep(
@@ -258,9 +275,33 @@ unsafe extern "C" fn passive_ep(
                 layered.orig().passive_ep.unwrap()(fabric, core_info, out, context)
             })
         };
+        let patch = |out: *mut ofi::fid_pep, core_info| {
+            // SAFETY: a just-opened core passive endpoint with a valid ops table.
+            unsafe {
+                let fid = &mut (*out).fid;
+                let mut l = Box::new(LayeredPep { fi_ops: *fid.ops, orig_fi_ops: fid.ops, _core_info: core_info });
+                l.fi_ops.close = Some(pep_close);
+                // The Box lives until pep_close; fi_ops is its first field.
+                fid.ops = &mut Box::leak(l).fi_ops;
+            }
+        };
         let refuse = || fi_warn!(Fabric, "NULL info or passive endpoint out pointer");
         // SAFETY: `info` NULL or valid, `pep` NULL or an out pointer (the caller's contract).
-        unsafe { open_through_core(pep, Some((info, &layered.share.core)), refuse, open, |_, _| {}) }
+        unsafe { open_through_core(pep, Some((info, &layered.share.core)), refuse, open, patch) }
+    }
+}
+
+unsafe extern "C" fn pep_close(fid: *mut ofi::fid) -> c_int {
+    crate::ffi_boundary! {
+        // SAFETY: only patched core passive endpoints reach this op; fi_ops is LayeredPep's
+        // first field.
+        let layered = unsafe { (*fid).ops as *mut LayeredPep };
+        // SAFETY: the record of this passive endpoint; its info is freed with it, once the core
+        // has closed the endpoint.
+        match unsafe { close_through_core(fid, layered, (*layered).orig_fi_ops) } {
+            Ok(_) => 0,
+            Err(e) => e,
+        }
     }
 }
 

@@ -36,7 +36,13 @@ pub struct CoreFeed {
     /// The domain's lock against driving an endpoint the core is closing (the home's, which
     /// outlives its counters).
     closing: *const parking_lot::RwLock<()>,
+    /// The FI_PEER context the core counter was opened with: a core may keep it (libfabric's
+    /// util counters make it their fid's context), so it lives as long as the core counter.
+    _peer_context: PeerContext,
 }
+
+/// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.
+type PeerContext = Box<peer_sys::fi_peer_cntr_context>;
 
 // SAFETY: the raw pointers are the core counter (closed only through the feed), and the home's
 // lock, which outlives the feed and is Sync.
@@ -67,7 +73,7 @@ fn open_core_cntr(core: &CoreHome, request: &FeedRequest) -> Result<Box<CoreFeed
     let shared = core.plan == Plan::ProgressFd;
     let out = match blocker.wait_set(shared) {
         Some(set) => match open_core_cntr_on(core, request, set) {
-            Ok(out) => out,
+            Ok(opened) => opened,
             Err(e) => {
                 fi_info!(
                     Cntr,
@@ -93,10 +99,10 @@ fn open_core_cntr_with_fd(
     request: &FeedRequest,
 ) -> Result<Option<Box<CoreFeed>>, c_int> {
     match open_core_cntr_on(core, request, Wait::Fd) {
-        Ok(out) => Ok(Some(new_feed(
+        Ok(opened) => Ok(Some(new_feed(
             core,
             request,
-            out,
+            opened,
             CoreBlocker::Cntr(core_wait::CntrWaitBlocker::for_util_counter()),
             false,
         ))),
@@ -114,7 +120,7 @@ fn open_core_cntr_with_fd(
 fn new_feed(
     core: &CoreHome,
     request: &FeedRequest,
-    out: *mut ofi::fid_cntr,
+    (out, peer_context): (*mut ofi::fid_cntr, PeerContext),
     blocker: CoreBlocker,
     shared: bool,
 ) -> Box<CoreFeed> {
@@ -146,6 +152,7 @@ fn new_feed(
         plan: core.plan,
         watcher_may_progress: core.watcher_may_progress,
         closing: &core.deferred.closing,
+        _peer_context: peer_context,
     });
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
@@ -173,12 +180,13 @@ impl From<*mut ofi::fid_wait> for Wait {
     }
 }
 
-/// Opens the core counter, with FI_PEER if the core takes it, with the wait object `wait`.
+/// Opens the core counter, with FI_PEER if the core takes it, with the wait object `wait`;
+/// returns it with the context it was opened with, which must live as long as it.
 fn open_core_cntr_on(
     core: &CoreHome,
     request: &FeedRequest,
     wait: impl Into<Wait>,
-) -> Result<*mut ofi::fid_cntr, c_int> {
+) -> Result<(*mut ofi::fid_cntr, PeerContext), c_int> {
     let (wait_obj, wait_set) = match wait.into() {
         Wait::None => (ofi::fi_wait_obj_FI_WAIT_NONE, std::ptr::null_mut()),
         Wait::Set(set) => (ofi::fi_wait_obj_FI_WAIT_SET, set),
@@ -190,14 +198,14 @@ fn open_core_cntr_on(
         wait_set,
         flags: 0,
     };
-    let mut ctx = peer_sys::fi_peer_cntr_context {
+    let mut ctx = Box::new(peer_sys::fi_peer_cntr_context {
         size: std::mem::size_of::<peer_sys::fi_peer_cntr_context>(),
         cntr: request.peer,
-    };
+    });
     let open = |attr: &mut ofi::fi_cntr_attr, context: *mut c_void| {
         let mut out: *mut ofi::fid_cntr = std::ptr::null_mut();
-        // SAFETY: an open core domain; attr and the context live across the call, and the core
-        // keeps only the peer fid pointer, which lives as long as the counter.
+        // SAFETY: an open core domain; attr lives across the call; the context (kept by util
+        // counters as their fid's context) and the peer fid in it live as long as the counter.
         let ret = testhook::fail(Op::CntrOpen)
             .unwrap_or_else(|| unsafe { (core.cntr_open)(core.domain, attr, &mut out, context) });
         ffi::wrote(ret, !out.is_null()).map(|()| out)
@@ -206,9 +214,9 @@ fn open_core_cntr_on(
     // a counter with a wait fd of its own is opened without.
     if core.peer && wait_obj != ofi::fi_wait_obj_FI_WAIT_FD {
         attr.flags = ofi::FI_PEER;
-        let peer = (&mut ctx as *mut peer_sys::fi_peer_cntr_context).cast();
+        let peer = (&mut *ctx as *mut peer_sys::fi_peer_cntr_context).cast();
         match open(&mut attr, peer) {
-            Ok(out) => return Ok(out),
+            Ok(out) => return Ok((out, ctx)),
             // A core without peer counters (sockets) counts in a counter of its own; `sync`
             // takes in its increases.
             Err(ret) => fi_info!(
@@ -218,12 +226,14 @@ fn open_core_cntr_on(
         }
         attr.flags = 0;
     }
-    open(&mut attr, std::ptr::null_mut()).inspect_err(|ret| {
-        fi_warn!(
-            Cntr,
-            "the core cannot open a counter for rscntr to read: {ret}"
-        )
-    })
+    open(&mut attr, std::ptr::null_mut())
+        .inspect_err(|ret| {
+            fi_warn!(
+                Cntr,
+                "the core cannot open a counter for rscntr to read: {ret}"
+            )
+        })
+        .map(|out| (out, ctx))
 }
 
 impl Feed for CoreFeed {

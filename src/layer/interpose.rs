@@ -1,21 +1,34 @@
 //! What rscntr's interposed ops share: opening an object through the core (the fabric's domain
 //! and passive-endpoint opens, the domain's endpoint opens and MR registrations), and closing
-//! one (fabrics, domains, CQs, endpoints and MRs).
+//! one (fabrics, domains, passive endpoints, CQs, endpoints and MRs).
+//!
+//! The info rscntr hands the core to open an object lives as long as that object: libfabric
+//! lets a provider keep pointers into the info it was opened with (applications keep theirs
+//! until the object is closed), and cores do: sockets copies the `fi_info` struct of a passive
+//! endpoint (`sock_msg_passive_ep`) and of a domain (`sock_domain`) and reads the attrs it
+//! points to later, a passive endpoint's when a connection request arrives.
 
 use super::getinfo::to_core;
 use crate::boundary::ffi::err;
 use crate::ofi;
 use std::ffi::{CStr, c_int};
 
-/// The core's copy of an application's info (see `to_core`), freed when dropped unless kept.
+/// The core's copy of an application's info (see `to_core`), or a list the core returned
+/// (`fi_fabric`'s attr), freed when dropped: the record of the object opened with it holds it,
+/// and drops it once the core has closed the object.
 pub struct CoreInfo(*mut ofi::fi_info);
 
 impl CoreInfo {
+    /// Takes over an info (list) allocated by libfabric, which nothing else frees.
+    pub fn own(info: *mut ofi::fi_info) -> Self {
+        CoreInfo(info)
+    }
+
     pub fn as_ptr(&self) -> *mut ofi::fi_info {
         self.0
     }
 
-    /// For an object that keeps the info (an endpoint frees it when it closes).
+    /// For an object that frees the info itself (an endpoint's Binder, when it closes).
     pub fn keep(self) -> *mut ofi::fi_info {
         let info = self.0;
         std::mem::forget(self);
@@ -26,7 +39,8 @@ impl CoreInfo {
 impl Drop for CoreInfo {
     fn drop(&mut self) {
         if !self.0.is_null() {
-            // SAFETY: allocated by to_core, and not kept by anything.
+            // SAFETY: allocated by libfabric (to_core, fi_getinfo), and the object opened with
+            // it (if any) is closed.
             unsafe { ofi::fi_freeinfo(self.0) };
         }
     }
@@ -39,8 +53,8 @@ impl Drop for CoreInfo {
 ///   info crashes some cores and not others;
 /// - `open` runs the core's own op (behind its test hook) with the core's copy of the info
 ///   (NULL for ops without one), writing the new object through its second argument;
-/// - once the core opened it, `patch` gives it rscntr's ops and keeps or drops the copy of the
-///   info, and the object goes to the application.
+/// - once the core opened it, `patch` gives it rscntr's ops and keeps the copy of the info in
+///   its record (freed when the core has closed it), and the object goes to the application.
 ///
 /// # Safety
 /// `out` is NULL or the application's out pointer; `info`'s pointer is NULL or a valid info.

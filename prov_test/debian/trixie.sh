@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The Debian 13 package in a real Debian 13: builds the packages (scripts/package.sh), makes a
+# trixie root from Debian's registry with mmdebstrap (cached in .deps/trixie-root/<key>, the key
+# being a hash of its package list and options), and runs prov_test/debian/in_root.sh in it:
+# apt installs the packages there, Debian's fi_info finds rscntr with nothing set, Debian's Open
+# MPI runs prov_test/mpi/mpi_rscntr.c over it, apt removes them and nothing is left.
+#
+# The root is never changed: each run mounts a fresh overlay over it (its writes go to a tmpfs)
+# in private mount, pid and network namespaces (chroot into it; only loopback is up), and all of
+# it vanishes when the run ends. No container service is involved.
+#
+# Exit 0 pass, 1 fail, 77 when Debian's registry cannot be reached and something must be fetched
+# (the root or trixie's packages for scripts/package.sh are not cached yet).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/scripts/env.sh"
+. "$ROOT/scripts/debian.sh"
+say() { printf '[trixie] %s\n' "$*"; }
+
+ROOT_PKGS=(libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev gcc libc6-dev dpkg-dev lintian)
+MM_OPTS=(--variant=apt --mode=root --format=directory --aptopt='APT::Install-Recommends "false"'
+         --aptopt='Acquire::Retries "3"')
+KEY=$(printf '%s\n' "$TRIXIE_SUITE" "${ROOT_PKGS[@]}" "${MM_OPTS[@]}" | sha256sum | cut -c1-16)
+CACHE=$DEPS/trixie-root
+TROOT=$CACHE/$KEY
+
+need_fetch=0
+[ -f "$TROOT/.complete" ] || need_fetch=1
+compgen -G "$DEPS/deb/trixie-debs/libfabric1_*_amd64.deb" >/dev/null || need_fetch=1
+if [ $need_fetch = 1 ] && ! trixie_reachable; then
+    say "SKIPPED: Debian's registry ($(debian_mirror 2>/dev/null || echo 'no mirror configured')) cannot be reached," \
+        "and the trixie root or trixie's packages are not cached: this step cannot run"
+    exit 77
+fi
+
+t0=$SECONDS
+if [ ! -f "$TROOT/.complete" ]; then
+    command -v mmdebstrap >/dev/null || { say "mmdebstrap is missing (scripts/setup.sh installs it)"; exit 1; }
+    say "making the trixie root $TROOT (mmdebstrap: ${ROOT_PKGS[*]}; a few minutes)"
+    tmp=$CACHE/.new.$$
+    rm -rf "$tmp"; mkdir -p "$CACHE"
+    for d in "$CACHE"/.new.*; do   # left by runs that were killed
+        [ -d "$d" ] && ! kill -0 "${d##*.}" 2>/dev/null && rm -rf "$d" "$d.log"
+    done
+    mirror=$(debian_mirror) || exit 1
+    if ! timeout 1500 mmdebstrap "${MM_OPTS[@]}" --include="$(IFS=,; echo "${ROOT_PKGS[*]}")" \
+            "$TRIXIE_SUITE" "$tmp" "deb $mirror $TRIXIE_SUITE main" > "$CACHE/.new.$$.log" 2>&1; then
+        tail -20 "$CACHE/.new.$$.log"; rm -rf "$tmp"; say "mmdebstrap failed"; exit 1
+    fi
+    touch "$tmp/.complete"
+    # Another run may have finished the same root meanwhile: keep the first.
+    mv -T "$tmp" "$TROOT" 2>/dev/null || rm -rf "$tmp"
+    rm -f "$CACHE/.new.$$.log"
+    # Roots of other package lists are no longer used.
+    for d in "$CACHE"/*; do
+        [ "$d" = "$TROOT" ] || [ ! -f "$d/.complete" ] || rm -rf "$d"
+    done
+    say "root made in $((SECONDS - t0)) s ($(du -sh "$TROOT" | cut -f1))"
+else
+    say "cached root $TROOT"
+fi
+
+t1=$SECONDS
+debs=$(RSCNTR_NO_BUILD=${RSCNTR_NO_BUILD:-1} timeout 900 bash "$ROOT/scripts/package.sh") ||
+    { say "scripts/package.sh failed"; exit 1; }
+say "scripts/package.sh: $((SECONDS - t1)) s"
+
+# The run: a private mount, pid and network namespace; the root as the lower layer of an overlay
+# whose upper layer is a tmpfs; proc, sys, dev and a fresh /dev/shm inside; then chroot.
+run_in_root() { # <cached root> <files to copy into /tmp/rscntr-test...>
+    local lower=$1 s; shift
+    s=$(mktemp -d)
+    mount -t tmpfs -o mode=0755 tmpfs "$s" || return 1
+    mkdir -p "$s/upper" "$s/work" "$s/root"
+    mount -t overlay overlay -o "lowerdir=$lower,upperdir=$s/upper,workdir=$s/work" "$s/root" || return 1
+    local r=$s/root
+    mount -t proc proc "$r/proc" && mount -t sysfs -o ro sysfs "$r/sys" &&
+        mount --rbind /dev "$r/dev" && mount -t tmpfs -o mode=1777 tmpfs "$r/dev/shm" || return 1
+    ip link set lo up || return 1
+    mkdir -p "$r/tmp/rscntr-test"
+    cp "$@" "$r/tmp/rscntr-test/" || return 1
+    chroot "$r" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        HOME=/root LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive \
+        /bin/bash /tmp/rscntr-test/in_root.sh
+}
+t2=$SECONDS
+# shellcheck disable=SC2046
+timeout 1200 unshare --mount --propagation private --pid --fork --net --mount-proc \
+    bash -c "$(declare -f run_in_root); run_in_root \"\$@\"" bash "$TROOT" \
+    $debs "$ROOT/target/deb/build/debian/librscntr-fi.substvars" "$ROOT/prov_test/debian/in_root.sh" \
+    "$ROOT/prov_test/mpi/mpi_rscntr.c" "$ROOT/examples/cntr_backend.c"
+rc=$?
+say "in the root: $((SECONDS - t2)) s; the step: $((SECONDS - t0)) s"
+[ $rc -eq 0 ]

@@ -1,0 +1,115 @@
+# Every step of scripts/test.sh, in the order a full run takes them, grouped in named suites.
+# A line is `step <suites> "<what it shows>" <command...>`: the comma-separated suites it
+# belongs to, its name as printed, and the command (mostly a function of scripts/test_lib.sh).
+# `bash scripts/test.sh` runs every step once; `bash scripts/test.sh <suite>...` the steps of
+# those suites; `bash scripts/test.sh --list` prints the suites. Sourced by scripts/test.sh.
+
+suite quick "minutes, before a full run: fmt, clippy, cargo test, prov_test over shm and tcp"
+suite rust "the Rust checks and tests, with loom and Miri"
+suite prov "prov_test's C programs over every core and libfabric runtime, the examples"
+suite docs "the man page, parameters and log lines, install.sh"
+suite counters "fi_cntr_test on every libfabric runtime"
+suite hardware "hardware counters: detection against real libraries, the fake device"
+suite hardening "refused posts, valgrind, ASan"
+suite fabtests "libfabric's fabtests over rscntr, beside the core"
+suite bench "the benchmark programs still run (timing never checked)"
+suite mpi "MPICH and Open MPI over rscntr, beside the core"
+suite progress "automatic progress, each core beside rscntr"
+suite selection "every way of selecting rscntr"
+suite debian "the Debian 13 packages, installed in a trixie root"
+suite hosts "hosts on this machine (namespaces, shaped links): MPI across hosts, link cuts, faults"
+
+step quick,rust "cargo fmt --check" timeout 120 cargo fmt --all -- --check
+step quick,rust "cargo clippy" timeout 1200 cargo clippy --release --all-targets --quiet -- -D warnings
+step quick,rust "cargo test" env RSCNTR_REQUIRE_RDMA65=1 timeout 1800 cargo test --release
+step quick,prov "prov_test over shm and tcp, libfabric 2.1" prov_test_over_cores "$LF21" shm tcp
+
+step prov "prov_test, libfabric 2.1 (default core)" timeout 900 prov_test/run.sh "$LF21"
+step prov "prov_test, libfabric 2.5.1 (MPICH wheel)" timeout 900 prov_test/run.sh "$LF25"
+step prov "prov_test over each core, libfabric 2.1 --enable-debug (asserts on)" \
+    prov_test_over_cores "$LF21D" none shm tcp "tcp;ofi_rxm" udp sockets
+step prov "prov_test over the other cores (none, tcp;ofi_rxm, sockets, udp;ofi_rxd, udp)" \
+    prov_test_over_cores "$LF21" none "tcp;ofi_rxm" sockets "udp;ofi_rxd" udp
+step prov "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
+step prov "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh "$LF25"
+
+step docs "man page fresh (scripts/gen-man.sh --check)" timeout 300 bash scripts/gen-man.sh --check
+step docs "fi_info -e parameters documented; log lines name subsystem and function" \
+    timeout 600 prov_test/check_params_logs.sh "$LF21"
+step docs "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_PATH" \
+    timeout 900 prov_test/check_install.sh
+
+step debian "Debian 13 packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
+    timeout 2400 prov_test/debian/trixie.sh
+step counters "fi_cntr_test, libfabric 2.1" fi_cntr_test_passes "$LF21"
+step counters "fi_cntr_test, libfabric 2.5.1" fi_cntr_test_passes "$LF25"
+step counters "fi_cntr_test, libfabric 2.1 --enable-debug" fi_cntr_test_passes "$LF21D"
+
+step hardware "hardware detection: no libibverbs" detection "$NOLIB" no_library "cannot load $NOLIB"
+step hardware "hardware detection: Debian libibverbs 44" detection "$V44" no_counter_api \
+    "has no completion counters \(rdma-core < 65"
+step hardware "hardware detection: rdma-core 65, no device" detection "$V65" no_device \
+    "ibv_get_device_list failed"
+step hardware "fake hardware: whole counter suite (libfabric 2.1, 2.5.1), fi_cntr_test" fake_suite
+step hardware "fake hardware: BYTES refused (EFA-like)" fake_efa_like
+step hardware "fake hardware: max_counters, max_value" fake_limits
+step hardware "fake hardware: failing device calls" fake_failures
+step hardware "hardware parameters" fake_parameters
+step hardware "stress on hardware counters (fake device)" prog "$LF21" stress FI_RSCNTR_CORE=none \
+    FI_RSCNTR_FAKE_VERBS=bytes=ok FI_RSCNTR_HW=on
+
+step rust "loom model of the wait protocol (tests/loom_wait.rs)" env RUSTFLAGS="--cfg loom" \
+    timeout 1800 cargo test --release --test loom_wait --target-dir target/loom
+step hardening "triggered work the core refuses: -FI_EAGAIN tried again, other refusals counted" refused_posts
+step hardening "valgrind memcheck: prov_test programs and fi_cntr_test" \
+    timeout 1800 prov_test/sanitize.sh valgrind "$LF21"
+step hardening "ASan build of the C tests" timeout 1200 prov_test/sanitize.sh asan "$LF21"
+step rust "Miri on the counter engine (tests/miri_engine.rs)" timeout 2400 prov_test/sanitize.sh miri
+
+step hosts "hosts on this machine: 4 namespaces on one bridge, shaped links measured (RTT, loss, TCP rate)" \
+    timeout 300 prov_test/net/hosts.sh check 4
+step hosts "link cut between two hosts (tcp;ofi_rxm: interfaces down, cables pulled; tcp: interfaces down)" \
+    timeout 900 prov_test/net/link_cut.sh "$LF21"
+
+step fabtests "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
+    runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude" FI_RSCNTR_CORE=none
+step fabtests "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm, sockets; -c sread, yield, fd" pingpong_matrix
+step selection "FI_RSCNTR_CORE naming a missing provider" missing_core
+step fabtests "fi_rdm_rma_trigger: sockets directly, rscntr over sockets, shm, tcp and tcp;ofi_rxm" \
+    rma_trigger_side_by_side
+step fabtests "fi_rdm_rma_event: tcp and tcp;ofi_rxm directly, rscntr over them" rma_event_side_by_side
+step fabtests "fi_rdm_deferred_wq: as shipped (the server hangs, asserted) and patched, every op, sockets directly and rscntr over sockets, shm, tcp, tcp;ofi_rxm" \
+    deferred_wq
+
+step bench "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not checked)" bench_smoke
+step bench "bound-counter benchmark smoke run (bench/bound_wake.c over each core; timing not checked)" bound_smoke
+step bench "trigger-latency benchmark smoke run (bench/trigger_lat.c over shm, tcp;ofi_rxm; timing not checked)" \
+    trigger_smoke
+
+step mpi "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
+step mpi "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
+step mpi "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm
+step mpi "Open MPI (wheel, mtl ofi) over rscntr" ompi_over_rscntr
+step mpi "Open MPI over rscntr, selected by mtl_ofi_provider_include alone (no FI_PROVIDER)" \
+    ompi_over_rscntr -x FI_RSCNTR_CORE=tcp
+step mpi "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets)" mpich_capability_sets
+step progress "automatic progress: each core directly beside rscntr over it (prov_test/auto_progress.c)" \
+    auto_progress_side_by_side
+step mpi "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscntr,tcp;ofi_rxm', automatic progress scored" \
+    mpich_over_layering_unpatched
+step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \
+    mpich_over_layering_hidden_core
+
+step hosts "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets, tcp;ofi_rxm)" \
+    cross_host_mpi
+step hosts "faults mid-run across two hosts, the core directly beside rscntr (2 s flap under MPI, a lost host, waits with the link cut, 5 % loss)" \
+    timeout 300 prov_test/net/faults.sh
+
+step selection "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
+# fabtests' unit, functional and short sets (runfabtests.sh's quick), each core directly beside
+# rscntr over it with the core's own exclude file: rscntr passes what the core passes, and the
+# tests of what it serves where the core lacks it (prov_test/fabtests/side_by_side.sh).
+for core in tcp "tcp;ofi_rxm" shm sockets "udp;ofi_rxd"; do
+    step fabtests "fabtests unit, functional, short: $core directly beside rscntr over $core" \
+        timeout 2400 prov_test/fabtests/side_by_side.sh "$core"
+done
