@@ -88,14 +88,17 @@ run_pair() { # <prefix> <core> <set> <core's exclude> <rscntr's exclude> [option
 }
 
 # "name<TAB>result" per test from runfabtests.sh -v output; the name without its -p "<prov>".
+# A test's name line follows the output of the test before it on the same line when that output
+# did not end with a newline (a process killed mid-line).
 results() { # <out>
-    awk '/^- name: +/ { sub(/^- name: +/, ""); sub(/ -p "[^"]*"$/, ""); name = $0; next }
+    awk 'match($0, /- name: +/) { name = substr($0, RSTART + RLENGTH); sub(/ -p "[^"]*"$/, "", name); next }
          /^  result: +/ && name != "" { sub(/^  result: +/, ""); print name "\t" $0; name = "" }' "$1"
 }
 
 # The runfabtests.sh -v block of one test (its commands and output), at most 40 lines.
 block() { # <out> <name>
-    awk -v want="$2" '/^- name: +/ { n = $0; sub(/^- name: +/, "", n); sub(/ -p "[^"]*"$/, "", n); on = (n == want) }
+    awk -v want="$2" 'match($0, /- name: +/) { n = substr($0, RSTART + RLENGTH); sub(/ -p "[^"]*"$/, "", n)
+                                               on = (n == want) }
                       /^# / { on = 0 } on' "$1" | head -40
 }
 
@@ -123,9 +126,10 @@ for core in "$@"; do
     ec=$FT_PREFIX/share/fabtests/test_configs/$cfg/$cfg.exclude
     [ -f "$ec" ] || { echo "no exclude file $ec"; held=1; continue; }
     er=$WORK/$name.rscntr.exclude
-    read -ra served <<<"$(served_lines "$core")"
+    served=()
+    for l in $(served_lines "$core"); do grep -qxF "$l" "$ec" && served+=("$l"); done
     grep -vxF -e "#rscntr: none" "${served[@]/#/-e}" "$ec" > "$er"
-    mkdir -p "$LOGS/$name"
+    rm -rf "${LOGS:?}/$name" && mkdir -p "$LOGS/$name"
     t0=$SECONDS
     declare -a rows=() diffs=()
     for set in $SETS; do
@@ -164,26 +168,27 @@ for core in "$@"; do
         done
         # Every test of the set, with both sides' results ("-" where a side has none).
         cut -f1 "$pre.core.res" "$pre.rscntr.res" | awk '!seen[$0]++' > "$pre.names"
+        k=0
         while IFS= read -r t; do
             c=$(awk -F'\t' -v t="$t" '$1 == t { print $2; exit }' "$pre.core.res")
             r=$(awk -F'\t' -v t="$t" '$1 == t { print $2; exit }' "$pre.rscntr.res")
             c=${c:--} r=${r:--}
             [ "$c" = "$r" ] && continue
             line="$set: $t: core $c, rscntr $r"
-            served=0
-            [ "$c" = Excluded ] && [ "$r" != Excluded ] && served=1
+            is_served=0
+            [ "$c" = Excluded ] && [ "$r" != Excluded ] && is_served=1
             if [ "$r" = Pass ]; then
-                [ $served = 1 ] && diffs+=("$line (served by rscntr)") || diffs+=("$line (rscntr does better)")
+                [ $is_served = 1 ] && diffs+=("$line (served by rscntr)") || diffs+=("$line (rscntr does better)")
                 continue
             fi
-            if [ "$c" != Pass ] && [ $served = 0 ]; then
+            if [ "$c" != Pass ] && [ $is_served = 0 ]; then
                 diffs+=("$line (the core does not pass it: not held against rscntr)")
                 continue
             fi
             # The core passes it (or rscntr serves it): once more, alone, on both sides.
             alone_exclude "$pre.names" "$t" > "$WORK/alone.exclude"
-            a=$LOGS/$name/$set.alone
-            if [ $served = 1 ]; then
+            k=$((k + 1)) a=$LOGS/$name/$set.alone$k
+            if [ $is_served = 1 ]; then
                 run_ft "$a.rscntr" rscntr "$core" "$set" "$WORK/alone.exclude"
                 ac=served
             else
@@ -192,7 +197,7 @@ for core in "$@"; do
             fi
             ar=$(results "$a.rscntr" | awk -F'\t' -v t="$t" '$1 == t { print $2; exit }')
             ac=${ac:--} ar=${ar:--}
-            [ $served = 1 ] && line="$line (served by rscntr)"
+            [ $is_served = 1 ] && line="$line (served by rscntr)"
             if [ "$ar" = Pass ]; then
                 diffs+=("$line; alone: core $ac, rscntr Pass (flaky over rscntr: not held)")
             elif [ "$ac" = Pass ] || [ "$ac" = served ]; then
