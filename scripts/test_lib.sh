@@ -27,29 +27,6 @@ runfabtests() { # <suite> <exclude file> [VAR=value...]
     [ $rc -eq 0 ] && grep -qE '^# Total Fail +0$' <<<"$out" && ! grep -qE '^# Total Pass +0$' <<<"$out"
 }
 
-# The quick suite over one core: the core's own fabtests exclude file (what the suite skips
-# for that core anyway) plus prov_test/fabtests/quick-<core>.exclude (tests the core itself
-# fails, each with its reason).
-runfabtests_over() { # <core>
-    local core=$1 name cfg excl
-    name=$(tr ';' _ <<<"$core")
-    cfg=${core##*;}            # runfabtests names a layering by its utility provider
-    excl=$ROOT/target/quick-$name.exclude
-    # The core's file excludes the tests of what the core lacks and rscntr serves: the
-    # triggered-operation tests (fi_rdm_rma_trigger; rscntr serves FI_TRIGGER over every core)
-    # and, over tcp and tcp;ofi_rxm, the remote-access counter test (fi_rdm_rma_event: rxm has
-    # no such counters and tcp's count nothing; rscntr's count there). Those run.
-    local served=()
-    case $core in
-        shm) served=(trigger) ;;
-        tcp) served=(trigger rma_event) ;;
-        "tcp;ofi_rxm") served=(trigger rdm_rma_event) ;;
-    esac
-    { grep -vxF -e "#none" "${served[@]/#/-e}" "$FT_PREFIX/share/fabtests/test_configs/$cfg/$cfg.exclude"
-      echo && cat "$ROOT/prov_test/fabtests/quick-$name.exclude"; } > "$excl" || return 1
-    runfabtests quick "$excl" FI_RSCNTR_CORE="$core"
-}
-
 # One fabtests client/server pair on 127.0.0.1 (never beside runfabtests.sh, which kills fi_*).
 ft_pair() { # <port> <prov> <core or -> <test> [options...]
     local port=$1 prov=$2 core=$3 test=$4 srv rc_s rc_c; shift 4
@@ -69,7 +46,7 @@ ft_pair() { # <port> <prov> <core or -> <test> [options...]
 
 # fi_rdm_rma_trigger (a triggered RMA write through an FI_TRIGGER alias, a remote-write
 # counter at the server) over sockets directly, the anchor, and over rscntr(sockets), and over
-# rscntr(shm), whose core has no FI_TRIGGER (shm also runs it in its quick suite below).
+# rscntr(shm), whose core has no FI_TRIGGER (side_by_side.sh also runs it over rscntr(shm)).
 rma_trigger_side_by_side() {
     local ok=0
     ft_pair 9650 sockets "" fi_rdm_rma_trigger || ok=1

@@ -110,6 +110,10 @@ step hosts "faults mid-run across two hosts, the core directly beside rscntr (2 
     timeout 300 prov_test/net/faults.sh
 
 step selection "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
-step fabtests "runfabtests.sh -S -t quick rscntr over shm" runfabtests_over shm
-step fabtests "runfabtests.sh -S -t quick rscntr over tcp" runfabtests_over tcp
-step fabtests "runfabtests.sh -S -t quick rscntr over tcp;ofi_rxm" runfabtests_over "tcp;ofi_rxm"
+# fabtests' unit, functional and short sets (runfabtests.sh's quick), each core directly beside
+# rscntr over it with the core's own exclude file: rscntr passes what the core passes, and the
+# tests of what it serves where the core lacks it (prov_test/fabtests/side_by_side.sh).
+for core in tcp "tcp;ofi_rxm" shm sockets "udp;ofi_rxd"; do
+    step fabtests "fabtests unit, functional, short: $core directly beside rscntr over $core" \
+        timeout 2400 prov_test/fabtests/side_by_side.sh "$core"
+done
