@@ -42,6 +42,11 @@ fi
 # The counter-heavy part of rma/testlist that CI runs: flush, lock/unlock, PSCW, fence,
 # accumulate, atomics (fetch-and-op, compare-and-swap, get_accumulate) and request-based
 # operations (names as in the list; every line of the list with that name runs).
+# Left out, each run in the whole list: tests that took a minute or ran out of time over
+# tcp;ofi_rxm directly on a loaded 2-core machine (contention_putget, atomic_rmw_cas/gacc, the
+# atomic_get tests, manyrma2, manyget); pscw_ordering, which hangs over every core directly
+# (tcp;ofi_rxm, shm: out of 180 s every run); strided_acc_onelock, which hangs now and then over
+# shm directly (4 of 12 runs alone) as over rscntr(shm) (2 of 12).
 RMA_CI_SUBSET=(
     flush reqops req_example rput_local_comp racc_local_comp rget_unlock rget_testall
     get_flushlocal derived_acc_flush_local large_acc_flush_local
@@ -49,9 +54,9 @@ RMA_CI_SUBSET=(
     win_dynamic_rma_flush_get
     lockcontention lockcontention3 lockopts locknull lock_nested mixedsync
     linked_list_fop linked_list_lockall mutex_bench
-    nullpscw pscw_ordering test2 test3 wintest
+    nullpscw test2 test3 wintest
     test1 transpose1 accfence2 putfidx fence_shm
-    acc_loc acc_ordering acc_pairtype large_small_acc strided_acc_onelock get_acc_local
+    acc_loc acc_ordering acc_pairtype large_small_acc get_acc_local
     fetchandadd compare_and_swap fetch_and_op_int fetch_and_op_double get_accumulate_int
     atomic_rmw_fop manyrma3 contention_put overlap_wins_acc overlap_wins_fop
 )
