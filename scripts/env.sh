@@ -9,6 +9,7 @@ LF_PREFIX=$DEPS/lf            # libfabric 2.1.0
 LF_DEBUG_PREFIX=$DEPS/lf-debug # libfabric 2.1.0 built with --enable-debug (asserts on)
 FT_PREFIX=$DEPS/ft            # fabtests 2.1.0
 MPICH_VENV=$DEPS/venv-mpich   # MPICH wheel with libfabric 2.5.1 in lib/mpich/
+MPICH_TESTS=$DEPS/mpich-tests # MPICH 4.0.2's test/mpi, built against the wheel (runtests, rma/)
 OMPI_VENV=$DEPS/venv-ompi     # Open MPI wheel (mtl/btl ofi) with libfabric 2.5.1
 RDMA65=$DEPS/rdma65           # libibverbs from rdma-core 65.0: lib/, include/
 PROV_DIR=$ROOT/target/fi      # FI_PROVIDER_PATH: holds librscntr-fi.so

@@ -111,6 +111,29 @@ if [ ! -f "$DEPS/stamps/venv-mpich" ]; then
     { python3 -m venv "$MPICH_VENV" && "$MPICH_VENV/bin/pip" install -q mpich; } \
         >"$DEPS/logs/venv-mpich.log" 2>&1 || { tail -20 "$DEPS/logs/venv-mpich.log"; exit 1; }
     touch "$DEPS/stamps/venv-mpich"
+    rm -f "$DEPS/stamps/mpich-4.0.2-tests"
+fi
+
+# ---- MPICH 4.0.2's own test suite (Debian's orig tarball), built against the MPICH wheel ------
+# Only test/mpi is unpacked: a release tree with its own configure. Fortran, C++, ROMIO and spawn
+# off; threads on (threads/rma asks MPI_THREAD_MULTIPLE). util/, rma/ and threads/rma are built
+# (about 1.5 min); prov_test/mpi/mpich_testsuite.sh runs them with the suite's runtests.
+MPICH_TAR=mpich_4.0.2.orig.tar.xz
+MPICH_SHA=b27039f964afeb6b8a3e009c56b441cbe368c26d6d6476ad3bb7190996875860
+if [ ! -f "$DEPS/stamps/mpich-4.0.2-tests" ]; then
+    fetch_pool main/m/mpich "$MPICH_TAR" "$MPICH_SHA"
+    rm -rf "$MPICH_TESTS"
+    mkdir -p "$MPICH_TESTS"
+    tar -C "$MPICH_TESTS" --strip-components=3 -xJf "$DEPS/dl/$MPICH_TAR" mpich-4.0.2/test/mpi
+    cd "$MPICH_TESTS"
+    log "building MPICH 4.0.2's test suite (util, rma, threads/rma) against the MPICH wheel (about 2 min)"
+    { timeout 900 ./configure --with-mpi="$MPICH_VENV" --disable-fortran --disable-cxx --disable-romio \
+         --disable-spawn --enable-threads=multiple &&
+      timeout 900 make -C util -j"$(nproc)" &&
+      timeout 900 make -C rma -j"$(nproc)" &&
+      timeout 900 make -C threads/rma -j"$(nproc)"; } >"$DEPS/logs/mpich-tests.log" 2>&1 \
+        || { tail -30 "$DEPS/logs/mpich-tests.log"; exit 1; }
+    touch "$DEPS/stamps/mpich-4.0.2-tests"
 fi
 
 # ---- rdma-core 65.0: libibverbs only, never installed into the system ---------------------------

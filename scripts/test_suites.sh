@@ -14,6 +14,7 @@ suite hardening "refused posts, valgrind, ASan"
 suite fabtests "libfabric's fabtests over rscntr, beside the core"
 suite bench "the benchmark programs still run (timing never checked)"
 suite mpi "MPICH and Open MPI over rscntr, beside the core"
+suite mpich-suite "MPICH 4.0.2's own RMA test suite, rscntr beside the core"
 suite progress "automatic progress, each core beside rscntr"
 suite selection "every way of selecting rscntr"
 suite debian "the Debian 13 packages, installed in a trixie root"
@@ -101,6 +102,8 @@ step progress "automatic progress: each core directly beside rscntr over it (pro
     auto_progress_side_by_side
 step mpi "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscntr,tcp;ofi_rxm', automatic progress scored" \
     mpich_over_layering_unpatched
+step mpi,mpich-suite "MPICH 4.0.2's test suite (Debian's tarball): rma subsets (mpich_testsuite.sh --full: whole lists) and threads/rma, rscntr(tcp;ofi_rxm) and rscntr(shm) pass what the core passes" \
+    timeout 5400 prov_test/mpi/mpich_testsuite.sh
 step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \
     mpich_over_layering_hidden_core
 
