@@ -20,9 +20,10 @@
 # -S, which the output does not show apart from -FI_ENODATA, so the unit set also runs with -S
 # (-N: the negative tests, which do not depend on -S, are taken from the non-strict run).
 #
-# Verdict: a test the core passes (or a served test) that does not pass over rscntr runs once more
-# alone (runfabtests.sh with every other test of its set excluded) on both sides; the step fails
-# when the core passes it alone and rscntr does not. A test the core fails or does not run is
+# Verdict: a test the core passes (or a served test) that does not pass over rscntr runs again
+# alone (runfabtests.sh with every other test of its set excluded) on both sides, up to 3 times
+# (FT_SBS_ALONE_TRIES) until it passes over rscntr; the step fails when it never passes alone
+# over rscntr while it passes alone over the core at least once. A test the core fails or does not run is
 # reported, not held against rscntr. Prints a table of pass/fail/notrun/excluded per set and side,
 # then every test whose results differ. Exit 0 pass, 1 fail, 77 when namespaces cannot be made.
 set -uo pipefail
@@ -33,6 +34,7 @@ SETS=${FT_SBS_SETS:-unit functional short}
 TEST_TIMEOUT=${FT_SBS_TEST_TIMEOUT:-120} # runfabtests.sh -T: each test process (its default)
 RUN_TIMEOUT=${FT_SBS_RUN_TIMEOUT:-1200} # one runfabtests.sh
 PARALLEL=${FT_SBS_PARALLEL:-1}
+ALONE_TRIES=${FT_SBS_ALONE_TRIES:-3} # runs alone of a test that failed over rscntr and passed over the core
 LOGS=${FT_SBS_LOGS:-$ROOT/target/fabtests-side-by-side}
 [ $# -gt 0 ] || set -- tcp "tcp;ofi_rxm" shm sockets "udp;ofi_rxd"
 
@@ -185,28 +187,39 @@ for core in "$@"; do
                 diffs+=("$line (the core does not pass it: not held against rscntr)")
                 continue
             fi
-            # The core passes it (or rscntr serves it): once more, alone, on both sides.
+            # The core passes it (or rscntr serves it): again alone, on both sides, up to
+            # ALONE_TRIES times (sockets' MSG tests and rxd's fi_av_xfer fail now and then on the
+            # core itself, e.g. fi_multi_ep -Q's "Unexpected CM event" race in the test): held
+            # when rscntr passes none of its runs alone while the core passes one (or it is
+            # served); a single pass over rscntr makes it flaky, not held.
             alone_exclude "$pre.names" "$t" > "$WORK/alone.exclude"
-            k=$((k + 1)) a=$LOGS/$name/$set.alone$k
-            if [ $is_served = 1 ]; then
-                run_ft "$a.rscntr" rscntr "$core" "$set" "$WORK/alone.exclude"
-                ac=served
-            else
-                run_pair "$a" "$core" "$set" "$WORK/alone.exclude" "$WORK/alone.exclude"
-                ac=$(results "$a.core" | awk -F'\t' -v t="$t" '$1 == t { print $2; exit }')
-            fi
-            ar=$(results "$a.rscntr" | awk -F'\t' -v t="$t" '$1 == t { print $2; exit }')
-            ac=${ac:--} ar=${ar:--}
+            local_tries=0 cpass=0 rpass=0 ac=- ar=-
+            while [ $local_tries -lt "$ALONE_TRIES" ] && [ $rpass = 0 ]; do
+                local_tries=$((local_tries + 1))
+                k=$((k + 1)) a=$LOGS/$name/$set.alone$k
+                if [ $is_served = 1 ]; then
+                    run_ft "$a.rscntr" rscntr "$core" "$set" "$WORK/alone.exclude"
+                    ac=served
+                else
+                    run_pair "$a" "$core" "$set" "$WORK/alone.exclude" "$WORK/alone.exclude"
+                    ac=$(results "$a.core" | awk -F'\t' -v t="$t" '$1 == t { print $2; exit }')
+                fi
+                ar=$(results "$a.rscntr" | awk -F'\t' -v t="$t" '$1 == t { print $2; exit }')
+                ac=${ac:--} ar=${ar:--}
+                { [ "$ac" = Pass ] || [ "$ac" = served ]; } && cpass=$((cpass + 1))
+                [ "$ar" = Pass ] && rpass=$((rpass + 1))
+            done
             [ $is_served = 1 ] && line="$line (served by rscntr)"
-            if [ "$ar" = Pass ]; then
-                diffs+=("$line; alone: core $ac, rscntr Pass (flaky over rscntr: not held)")
-            elif [ "$ac" = Pass ] || [ "$ac" = served ]; then
-                diffs+=("$line; alone: core $ac, rscntr $ar: HELD AGAINST RSCNTR")
+            tally="alone $local_tries time(s): core passed $cpass, rscntr $rpass"
+            if [ $rpass -gt 0 ]; then
+                diffs+=("$line; $tally (flaky over rscntr: not held)")
+            elif [ $cpass -gt 0 ]; then
+                diffs+=("$line; $tally: HELD AGAINST RSCNTR")
                 held=1
                 echo "!! $core $set: $t fails over rscntr, alone too; its output alone:"
                 block "$a.rscntr" "$t"
             else
-                diffs+=("$line; alone: core $ac, rscntr $ar (the core fails it alone: not held)")
+                diffs+=("$line; $tally (the core fails it alone: not held)")
             fi
         done < "$pre.names"
         echo "-- $core $set: ${secs}s"
