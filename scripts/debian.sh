@@ -1,6 +1,6 @@
-# Sourced by scripts/package.sh and prov_test/debian/trixie.sh: Debian 13 (trixie) from Debian's
-# registry, reached through the Debian mirror apt is configured with on this machine (as
-# scripts/setup.sh's debian_mirror; RSCNTR_DEBIAN_MIRROR overrides it). Needs scripts/env.sh.
+# Sourced by scripts/setup.sh, scripts/package.sh and prov_test/debian/trixie.sh: Debian's
+# registry, reached through the Debian mirror apt is configured with on this machine
+# (debian_mirror; RSCNTR_DEBIAN_MIRROR overrides it), and Debian 13 (trixie) from it.
 TRIXIE_SUITE=trixie
 DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg   # bookworm's carries trixie's keys
 

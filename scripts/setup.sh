@@ -35,16 +35,7 @@ fi
 # ---- Debian source tarballs --------------------------------------------------------------------
 # The pool is reached through the Debian mirror apt is configured with on this machine
 # (override with RSCNTR_DEBIAN_MIRROR).
-debian_mirror() {
-    if [ -n "${RSCNTR_DEBIAN_MIRROR:-}" ]; then echo "${RSCNTR_DEBIAN_MIRROR%/}"; return; fi
-    local u
-    u=$( (grep -hE '^[[:space:]]*URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null || true) \
-          | awk '{print $2}' | grep -E '/debian/?$' | head -n1)
-    [ -n "$u" ] || u=$( (grep -hE '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list \
-          /etc/apt/sources.list.d/*.list 2>/dev/null || true) | awk '{print $2}' | grep -E '/debian/?$' | head -n1)
-    [ -n "$u" ] || { log "no Debian mirror found in apt's sources; set RSCNTR_DEBIAN_MIRROR"; exit 1; }
-    echo "${u%/}"
-}
+. "$ROOT/scripts/debian.sh"   # debian_mirror
 
 fetch_pool() { # <pool path> <file> <sha256>
     local dst="$DEPS/dl/$2"
