@@ -138,7 +138,7 @@ mpich_over_rscntr() { # [VAR=value...]
     rc=$?
     grep -E 'PASS|FAIL|rscntr:(fabric|ep_ctrl)|Fatal|failed' <<<"$out"
     [ $rc -eq 0 ] && grep -q '^PASS: errors=0' <<<"$out" &&
-        grep -qE 'rscntr:ep_ctrl:bind\(\).*bound an rscntr counter.*FI_READ\|FI_WRITE' <<<"$out"
+        grep -qE 'rscntr:ep_ctrl:[a-z_]*\(\).*bound an rscntr counter.*FI_READ\|FI_WRITE' <<<"$out"
 }
 
 ompi_over_rscntr() { # [-x VAR=value...]: FI_PROVIDER=rscntr unless other -x arguments are given

@@ -30,7 +30,7 @@
 # and ranks 2-3 host h2, and at least 4 MiB crossed the switch from each host during the run
 # (mpi_rscntr: the pairs 0-2 and 1-3 exchange 4 MiB messages each way; rma_heavy: every rank
 # puts and gets 8 MiB to and from its peer on the other host); over rscntr the log must also
-# show rscntr binding its counters to the core (`rscntr:ep_ctrl:bind() ... bound an rscntr
+# show rscntr binding its counters to the core (`rscntr:ep_ctrl:bind_cntr() ... bound an rscntr
 # counter to core <core>`).
 # Exit 0 when, for every core and program, the core passes and rscntr passes too (a core that
 # fails here proves nothing about rscntr: the network or the launcher is broken), 1 otherwise.
@@ -76,7 +76,7 @@ run() { # NAME PROGRAM VAR=value...: one mpiexec, 4 ranks on h1,h2; prints the v
     for r in 2 3; do grep -aq "^rank $r of 4 on h2$" "$log" || why+=" rank $r not on h2"; done
     [ $rx1 -ge 4096 ] && [ $rx2 -ge 4096 ] || why+=" less than 4 MiB crossed the switch"
     case $name in # ($core: the core of the loop below)
-        rscntr*) grep -aE 'rscntr:ep_ctrl:bind\(\).*bound an rscntr counter' "$log" |
+        rscntr*) grep -aE 'rscntr:ep_ctrl:[a-z_]*\(\).*bound an rscntr counter' "$log" |
                      grep -aqF "bound an rscntr counter to core $core " || why+=" no rscntr counter bound to $core" ;;
     esac
     if [ -n "$why" ]; then

@@ -131,10 +131,10 @@ mpi_start() { # LOG ITERS VAR=value...: mpiexec on host 1, 2 ranks on each host,
 mpi_show() { # NAME LOG
     grep -E '^(PASS|FAIL)|Fatal|failed|^rank [0-9]+ of' "$2" | grep -v '<info>' | sort | uniq -c | head -12 |
         sed "s/^/   $1: /"
-    grep -qE 'rscntr:ep_ctrl:bind\(\).*bound an rscntr counter' "$2" && echo "   $1: rscntr bound its counters"
+    grep -qE 'rscntr:ep_ctrl:[a-z_]*\(\).*bound an rscntr counter' "$2" && echo "   $1: rscntr bound its counters"
 }
 passline() { grep -E '^(PASS|FAIL): errors=' "$1" | head -1; }
-bound() { grep -qE 'rscntr:ep_ctrl:bind\(\).*bound an rscntr counter' "$1" && echo 1 || echo 0; }
+bound() { grep -qE 'rscntr:ep_ctrl:[a-z_]*\(\).*bound an rscntr counter' "$1" && echo 1 || echo 0; }
 
 # flap: host 2's cable out for 2 s after the 3rd iteration
 mpi_flap() { # KIND CORE -> sets R_RC R_PASS R_T
