@@ -18,6 +18,8 @@
 //! [`Blocker::arm`], then [`Blocker::block`] with the token.
 
 use super::EventFd;
+use super::room::Room;
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 /// How a thread may sleep until a source may have changed.
@@ -33,8 +35,9 @@ pub enum Wake<'a> {
     Block(&'a dyn Blocker),
 }
 
-/// Something outside a counter that changes it.
-pub trait Source {
+/// Something outside a counter that changes it. Sync: the leader of a [`Room`] pulls the
+/// sources of the other members.
+pub trait Source: Sync {
     /// Takes in what changed: drives a core's progress, which counts completed operations
     /// into the counter. Cheap when nothing happened.
     fn pull(&self);
@@ -80,5 +83,22 @@ pub trait Blocker: Sync {
     /// CPU, as the core's own waits do.
     fn worth_spinning(&self) -> bool {
         true
+    }
+    /// The room of the core domain this blocker belongs to: its waiters meet there, one
+    /// leading for all (see `room.rs`). Blockers of one room that are the same object are
+    /// progressed by pulling any one of their sources, and the core counts into their counters
+    /// without a pull (an FI_PEER counter, or one whose counting rscntr sees). None: each
+    /// counter's waiters lead for themselves.
+    fn room(&self) -> Option<&Room> {
+        None
+    }
+    /// The fd that becomes readable when the source may have changed, for a room's leader that
+    /// sleeps on several blockers at once.
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// The longest a thread may sleep in this blocker before pulling again.
+    fn max_sleep(&self) -> Option<Duration> {
+        None
     }
 }

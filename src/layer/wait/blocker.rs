@@ -14,7 +14,7 @@
 //! core counter).
 
 use crate::boundary::ffi::{self, err};
-use crate::engine::{Blocker, EventFd, Token, sleep_until_readable};
+use crate::engine::{Blocker, EventFd, Room, Token, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -122,6 +122,8 @@ pub struct CoreWaits<'a> {
     pub watcher_may_progress: bool,
     /// The domain's progress-fd blocker, shared by its counters, made at the first use.
     pub progress: &'a parking_lot::Mutex<Option<std::sync::Arc<FdBlocker>>>,
+    /// Where the waiters of the domain's counters meet (see [`FdBlocker::room`]).
+    pub room: &'a std::sync::Arc<Room>,
     /// The domain's lock against driving an endpoint the core is closing.
     pub closing: &'a parking_lot::RwLock<()>,
 }
@@ -135,7 +137,7 @@ impl CoreWaits<'_> {
         }
         // SAFETY: the open core domain of this fabric, with its own cq_open.
         let b = std::sync::Arc::new(unsafe {
-            FdBlocker::progress_fd(self.fabric, self.domain, self.cq_open)
+            FdBlocker::progress_fd(self.fabric, self.domain, self.cq_open, self.room.clone())
         }?);
         *progress = Some(b.clone());
         Ok(b)
@@ -151,6 +153,9 @@ pub struct FdBlocker {
     /// The longest sleep in nanoseconds (0: none).
     cap_ns: AtomicU64,
     warned: AtomicBool,
+    /// The domain's room: the waiters of every counter that sleeps on a blocker of this domain
+    /// meet there, and one of them sleeps for all (see `engine::room`).
+    room: std::sync::Arc<Room>,
 }
 
 // SAFETY: the core objects are only used through the core's calls, which are thread safe for
@@ -191,6 +196,7 @@ impl FdBlocker {
         core: CoreFabric,
         domain: *mut ofi::fid_domain,
         cq_open: CqOpenFn,
+        room: std::sync::Arc<Room>,
     ) -> Result<FdBlocker, c_int> {
         let mut attr = ofi::fi_cq_attr {
             size: 1,
@@ -205,13 +211,17 @@ impl FdBlocker {
         // SAFETY: caller's contract; attr and cq live across the call.
         let ret = unsafe { cq_open(domain, &mut attr, &mut cq, std::ptr::null_mut()) };
         ffi::wrote(ret, !cq.is_null())?;
-        FdBlocker::on_wait_fd(core, cq.cast(), "wait CQ", Some(PROGRESS_CAP))
+        FdBlocker::on_wait_fd(core, cq.cast(), "wait CQ", Some(PROGRESS_CAP), room)
     }
 
     /// A core wait set with FI_WAIT_FD, for the core counter to be opened on.
-    pub fn wait_set(core: CoreFabric, cap: Option<Duration>) -> Result<FdBlocker, c_int> {
+    pub fn wait_set(
+        core: CoreFabric,
+        cap: Option<Duration>,
+        room: std::sync::Arc<Room>,
+    ) -> Result<FdBlocker, c_int> {
         let set = open_wait_set(core, ofi::fi_wait_obj_FI_WAIT_FD)?;
-        FdBlocker::on_wait_fd(core, set.cast(), "wait set", cap)
+        FdBlocker::on_wait_fd(core, set.cast(), "wait set", cap, room)
     }
 
     /// A blocker on the wait fd (FI_GETWAIT) of `fid`, a core object rscntr just opened (`what`,
@@ -221,6 +231,7 @@ impl FdBlocker {
         fid: *mut ofi::fid,
         what: &str,
         cap: Option<Duration>,
+        room: std::sync::Arc<Room>,
     ) -> Result<FdBlocker, c_int> {
         let mut fd: c_int = -1;
         if let Err(e) = ffi::wrote(control_getwait(fid, &mut fd), fd >= 0) {
@@ -233,6 +244,7 @@ impl FdBlocker {
             fd,
             cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
             warned: AtomicBool::new(false),
+            room,
         })
     }
 
@@ -320,6 +332,19 @@ impl Blocker for FdBlocker {
         let limit = sleep_for(until, self.cap_ns.load(SeqCst));
         sleep_until_readable(self.fd, kick.as_raw_fd(), limit);
     }
+
+    fn room(&self) -> Option<&Room> {
+        Some(&self.room)
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.fd)
+    }
+
+    fn max_sleep(&self) -> Option<Duration> {
+        let ns = self.cap_ns.load(SeqCst);
+        (ns != 0).then(|| Duration::from_nanos(ns))
+    }
 }
 
 /// Sleeps in the core counter's own `fi_cntr_wait` (sockets), which its progress thread wakes
@@ -333,11 +358,6 @@ pub struct CntrWaitBlocker {
     /// sockets' wait returns -FI_EAVAIL at once, for ever, after its first error: from then on
     /// waits sleep [`AFTER_ERROR`] between pulls.
     errored: AtomicBool,
-    /// The core's wait returns -FI_EAVAIL for ever after an error (sockets'), rather than for
-    /// an error counted during that wait (util counters': tcp's).
-    errors_stick: bool,
-    /// A thread of the core's own counts (sockets' progress thread): waiters block at once.
-    core_thread_counts: bool,
 }
 
 /// The longest sleep of a wait on a sockets counter that has had an error (see
@@ -356,22 +376,11 @@ impl Default for CntrWaitBlocker {
             cntr: Default::default(),
             bias: Default::default(),
             errored: AtomicBool::new(false),
-            errors_stick: true,
-            core_thread_counts: true,
         }
     }
 }
 
 impl CntrWaitBlocker {
-    /// For a util counter (tcp's), whose wait reports only the errors counted during it.
-    pub fn for_util_counter() -> Self {
-        CntrWaitBlocker {
-            errors_stick: false,
-            core_thread_counts: false,
-            ..Default::default()
-        }
-    }
-
     /// The core counter to sleep in, and where the rscntr counter keeps the bias.
     ///
     /// # Safety
@@ -417,7 +426,7 @@ impl Blocker for CntrWaitBlocker {
             l.as_micros().div_ceil(1000).min(i32::MAX as u128) as c_int
         });
         // SAFETY: the core's own wait on its own counter.
-        if unsafe { wait(c, token.0.wrapping_add(1), ms) } == err::EAVAIL && self.errors_stick {
+        if unsafe { wait(c, token.0.wrapping_add(1), ms) } == err::EAVAIL {
             fi_info!(
                 Cntr,
                 "the core's counter reports an error on every wait from now on; waits on it poll every {AFTER_ERROR:?}"
@@ -442,9 +451,8 @@ impl Blocker for CntrWaitBlocker {
     }
 
     fn worth_spinning(&self) -> bool {
-        // sockets' progress thread counts; spinning here would take its CPU. Over tcp the
-        // waiter's own pulls run the progress, as before it sleeps on the progress fd.
-        !self.core_thread_counts
+        // sockets' progress thread counts; spinning here would take its CPU.
+        false
     }
 }
 
