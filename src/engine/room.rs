@@ -260,12 +260,14 @@ impl Room {
         }
         // Hand the lead on when it is vacant and was ours (as leader, or handed to us), so
         // that the followers never sleep with nobody driving the core for them.
-        if self.handoff && st.leader.is_none() && (was_leader || handed_to_me) {
-            if let Some(next) = st.members.first().copied() {
-                st.handed_to = Some(next.id);
-                // SAFETY: a present member's event is live (see Member).
-                unsafe { &*next.event }.notify(usize::MAX);
-            }
+        if self.handoff
+            && st.leader.is_none()
+            && (was_leader || handed_to_me)
+            && let Some(next) = st.members.first().copied()
+        {
+            st.handed_to = Some(next.id);
+            // SAFETY: a present member's event is live (see Member).
+            unsafe { &*next.event }.notify(usize::MAX);
         }
     }
 
