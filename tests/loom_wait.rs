@@ -412,7 +412,7 @@ fn a_follower_takes_over_when_the_leader_leaves() {
     });
 }
 
-// ---- Waiters of several counters of one core domain: a room (src/engine/room.rs) ----------
+// ---- Waiters of several counters of one core domain: a room (src/engine/source.rs) ----------
 
 use rscntr::engine::Room;
 

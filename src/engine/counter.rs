@@ -44,8 +44,7 @@
 //! watcher compares against the values `trywait` actually read.
 
 use super::backoff::{DEFAULT_SPIN_LIMIT, PollNap};
-use super::room::{self, Membership, NO_KICK_NAP, Room, Sleep};
-use super::source::{Blocker, Source, Unsourced, Wake};
+use super::source::{self, Blocker, Membership, NO_KICK_NAP, Room, Sleep, Source, Unsourced, Wake};
 use super::store::{Atomics, Store, StoreError};
 use super::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex};
 use super::trigger::{Starter, Tag, Triggers, Work};
@@ -654,7 +653,7 @@ impl<S: Store> Counter<S> {
         result
     }
 
-    /// Waits as a member of `room` (see `room.rs`): leads when nobody does, else sleeps on
+    /// Waits as a member of `room` (see [`Room`]): leads when nobody does, else sleeps on
     /// this counter's listener until it changes or the lead is handed over. Returns the result,
     /// or None once `deadline` passed. Leaving (the membership dropped) hands off the lead.
     fn wait_in_room(
@@ -698,7 +697,7 @@ impl<S: Store> Counter<S> {
         }
     }
 
-    /// The leader's rounds (see `room.rs`): pull every member's core, check this counter, arm,
+    /// The leader's rounds (see [`Room`]): pull every member's core, check this counter, arm,
     /// sleep on everything the members sleep on. A mutation of this counter interrupts the sleep
     /// as in [`Counter::block_in`], through the room's kick.
     fn lead_room(
@@ -718,10 +717,20 @@ impl<S: Store> Counter<S> {
         super::sync::store_load_order();
         let mut tokens = Vec::new();
         let mut sleep = Sleep::default();
+        let mut readable = Vec::new();
+        // A new leader pulls once whatever it shares a blocker with (one pull). Over many fds it
+        // relies on their level: what the last leader left unpulled still makes them readable.
+        if !room.many_fds() {
+            room.mark_due(None);
+        }
         let result = loop {
             room.drain_kick();
             self.wake.fetch_and(!BLOCKED, SeqCst);
-            room.pull_all(&mut tokens);
+            if kick.is_some() && room.many_fds() {
+                room.service_due();
+            } else {
+                room.pull_all(&mut tokens);
+            }
             self.wake.fetch_or(BLOCKED, SeqCst);
             super::sync::store_load_order();
             if let Some(done) = compare() {
@@ -741,16 +750,26 @@ impl<S: Store> Counter<S> {
                         .find(|(t, _)| std::ptr::addr_eq(*t, erased))
                         .map_or(super::Token::default(), |(_, t)| *t);
                     b.block(token, kick, deadline);
+                    room.mark_due(None);
                 }
                 Some(kick) if !sleep.no_fd => {
                     use std::os::fd::AsRawFd;
-                    let until = room::limit(deadline, sleep.cap);
-                    super::eventfd::sleep_until_any_readable(&sleep.fds, kick.as_raw_fd(), until);
+                    let until = source::limit(deadline, sleep.cap);
+                    super::eventfd::sleep_until_any_readable(
+                        &sleep.fds,
+                        kick.as_raw_fd(),
+                        until,
+                        &mut readable,
+                    );
+                    // A bounded sleep that ran out (a core's timers): pull everybody.
+                    let timed_out = readable.is_empty() && sleep.cap.is_some();
+                    room.mark_due((!timed_out).then_some(&readable[..]));
                 }
                 _ => {
                     // Nothing to sleep on for every member: nap, bounded.
-                    let nap = room::limit(deadline, Some(NO_KICK_NAP));
+                    let nap = source::limit(deadline, Some(NO_KICK_NAP));
                     super::sync::nap(nap.unwrap_or(NO_KICK_NAP));
+                    room.mark_due(None);
                 }
             }
         };

@@ -19,8 +19,14 @@ pub fn sleep_until_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) {
 }
 
 /// Sleeps in the kernel until one of `fds` or `kick` is readable, or `limit` has passed (None:
-/// no limit): what a room's leader does when its members sleep on different fds.
-pub fn sleep_until_any_readable(fds: &[RawFd], kick: RawFd, limit: Option<Duration>) {
+/// no limit): what a room's leader does when its members sleep on different fds. Leaves in
+/// `readable` those of `fds` that were readable.
+pub fn sleep_until_any_readable(
+    fds: &[RawFd],
+    kick: RawFd,
+    limit: Option<Duration>,
+    readable: &mut Vec<RawFd>,
+) {
     let mut watch: Vec<libc::pollfd> = fds
         .iter()
         .chain(std::iter::once(&kick))
@@ -46,6 +52,13 @@ pub fn sleep_until_any_readable(fds: &[RawFd], kick: RawFd, limit: Option<Durati
             std::ptr::null(),
         )
     };
+    readable.clear();
+    readable.extend(
+        watch[..fds.len()]
+            .iter()
+            .filter(|p| p.revents != 0)
+            .map(|p| p.fd),
+    );
 }
 
 /// As [`sleep_until_readable`]; true when `fd` (not `kick`) was readable at the end.

@@ -11,7 +11,6 @@ pub mod backoff;
 mod counter;
 mod eventfd;
 pub mod progress;
-pub mod room;
 pub mod source;
 pub mod store;
 mod sync;
@@ -23,8 +22,8 @@ pub use counter::{
     Counter, DEFAULT_POLL_MAX, POLL_FIRST, TryWaitError, Tuning, WaitError, WaitStrategy,
 };
 pub use eventfd::{EventFd, sleep_until_readable};
-pub use room::Room;
-pub use source::{Blocker, Source, Token, Unsourced, Wake};
+
+pub use source::{Blocker, Room, Source, Token, Unsourced, Wake};
 pub use store::{Atomics, Store, StoreError};
 pub use trigger::{Holds, Started, Starter, Tag, Triggers, Work};
 

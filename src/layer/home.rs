@@ -33,7 +33,7 @@ pub struct CoreHome {
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
     /// Where the threads waiting on the domain's bound counters meet, one leading for all
-    /// (`engine::room`), when the plan sleeps on fds.
+    /// (`engine::Room`), when the plan sleeps on fds.
     pub room: Arc<crate::engine::Room>,
     /// Deferred data operations and the CQ filters they need (`trigger/deferred.rs`).
     pub deferred: Deferred,

@@ -154,7 +154,7 @@ pub struct FdBlocker {
     cap_ns: AtomicU64,
     warned: AtomicBool,
     /// The domain's room: the waiters of every counter that sleeps on a blocker of this domain
-    /// meet there, and one of them sleeps for all (see `engine::room`).
+    /// meet there, and one of them sleeps for all (see `engine::Room`).
     room: std::sync::Arc<Room>,
 }
 
