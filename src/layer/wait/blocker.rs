@@ -137,7 +137,13 @@ impl CoreWaits<'_> {
         }
         // SAFETY: the open core domain of this fabric, with its own cq_open.
         let b = std::sync::Arc::new(unsafe {
-            FdBlocker::progress_fd(self.fabric, self.domain, self.cq_open, self.room.clone())
+            FdBlocker::progress_fd(
+                self.fabric,
+                self.domain,
+                self.cq_open,
+                self.room.clone(),
+                self.closing,
+            )
         }?);
         *progress = Some(b.clone());
         Ok(b)
@@ -153,13 +159,19 @@ pub struct FdBlocker {
     /// The longest sleep in nanoseconds (0: none).
     cap_ns: AtomicU64,
     warned: AtomicBool,
+    /// The domain's lock against driving the core while it closes an endpoint.
+    closing: *const parking_lot::RwLock<()>,
+    /// The core's `fi_trywait` on this object is no longer safe (see
+    /// [`FdBlocker::forget_trywait`]): arming does nothing.
+    no_trywait: AtomicBool,
     /// The domain's room: the waiters of every counter that sleeps on a blocker of this domain
     /// meet there, and one of them sleeps for all (see `engine::Room`).
     room: std::sync::Arc<Room>,
 }
 
 // SAFETY: the core objects are only used through the core's calls, which are thread safe for
-// wait sets and CQs (util providers lock them); the fields never change after creation.
+// wait sets and CQs (util providers lock them); the pointer fields never change after creation,
+// and the closing lock is the home's, which outlives its blockers and is Sync.
 unsafe impl Send for FdBlocker {}
 // SAFETY: as above.
 unsafe impl Sync for FdBlocker {}
@@ -197,6 +209,7 @@ impl FdBlocker {
         domain: *mut ofi::fid_domain,
         cq_open: CqOpenFn,
         room: std::sync::Arc<Room>,
+        closing: *const parking_lot::RwLock<()>,
     ) -> Result<FdBlocker, c_int> {
         let mut attr = ofi::fi_cq_attr {
             size: 1,
@@ -211,7 +224,14 @@ impl FdBlocker {
         // SAFETY: caller's contract; attr and cq live across the call.
         let ret = unsafe { cq_open(domain, &mut attr, &mut cq, std::ptr::null_mut()) };
         ffi::wrote(ret, !cq.is_null())?;
-        FdBlocker::on_wait_fd(core, cq.cast(), "wait CQ", Some(PROGRESS_CAP), room)
+        FdBlocker::on_wait_fd(
+            core,
+            cq.cast(),
+            "wait CQ",
+            Some(PROGRESS_CAP),
+            room,
+            closing,
+        )
     }
 
     /// A core wait set with FI_WAIT_FD, for the core counter to be opened on.
@@ -219,9 +239,10 @@ impl FdBlocker {
         core: CoreFabric,
         cap: Option<Duration>,
         room: std::sync::Arc<Room>,
+        closing: *const parking_lot::RwLock<()>,
     ) -> Result<FdBlocker, c_int> {
         let set = open_wait_set(core, ofi::fi_wait_obj_FI_WAIT_FD)?;
-        FdBlocker::on_wait_fd(core, set.cast(), "wait set", cap, room)
+        FdBlocker::on_wait_fd(core, set.cast(), "wait set", cap, room, closing)
     }
 
     /// A blocker on the wait fd (FI_GETWAIT) of `fid`, a core object rscntr just opened (`what`,
@@ -232,6 +253,7 @@ impl FdBlocker {
         what: &str,
         cap: Option<Duration>,
         room: std::sync::Arc<Room>,
+        closing: *const parking_lot::RwLock<()>,
     ) -> Result<FdBlocker, c_int> {
         let mut fd: c_int = -1;
         if let Err(e) = ffi::wrote(control_getwait(fid, &mut fd), fd >= 0) {
@@ -244,6 +266,8 @@ impl FdBlocker {
             fd,
             cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
             warned: AtomicBool::new(false),
+            no_trywait: AtomicBool::new(false),
+            closing,
             room,
         })
     }
@@ -256,6 +280,19 @@ impl FdBlocker {
     /// The fd the core makes readable.
     pub fn fd(&self) -> RawFd {
         self.fd
+    }
+
+    /// Never calls the core's `fi_trywait` on this object again (an endpoint whose fid the core
+    /// keeps in it is closing), and bounds every sleep by `cap` instead. Called under the
+    /// domain's closing lock, which arming also takes.
+    pub fn forget_trywait(&self, cap: Duration) {
+        if !self.no_trywait.swap(true, SeqCst) {
+            fi_info!(
+                Cntr,
+                "an endpoint bound to this counter closed: the core keeps it in the wait set, so waits no longer arm it and re-check every {cap:?}"
+            );
+        }
+        self.cap(cap);
     }
 
     /// Bounds every sleep from now on (never loosens an existing bound).
@@ -309,6 +346,12 @@ impl Blocker for FdBlocker {
         let Some(trywait) = self.core.trywait else {
             return true;
         };
+        // Not while the core closes an endpoint (whose fid the core may keep in this object).
+        // SAFETY: the domain's home, which owns the lock, outlives its blockers.
+        let _open = unsafe { &*self.closing }.read_recursive();
+        if self.no_trywait.load(SeqCst) {
+            return true;
+        }
         let mut fid = self.fid;
         // SAFETY: the core's own trywait on its own object.
         match unsafe { trywait(self.core.fabric, &mut fid, 1) } {

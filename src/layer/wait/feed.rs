@@ -112,8 +112,10 @@ fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<Cor
     let plan = core.plan;
     let made = match plan {
         Plan::ProgressFd => core.progress_blocker().map(CoreBlocker::Fd),
-        Plan::FdSet { cap, .. } => FdBlocker::wait_set(core.fabric, cap, core.room.clone())
-            .map(|b| CoreBlocker::Fd(Arc::new(b))),
+        Plan::FdSet { cap, .. } => {
+            FdBlocker::wait_set(core.fabric, cap, core.room.clone(), core.closing)
+                .map(|b| CoreBlocker::Fd(Arc::new(b)))
+        }
         Plan::CoreWait => Ok(CoreBlocker::Cntr(CntrWaitBlocker::default())),
         Plan::Yield => Ok(CoreBlocker::Yield),
     };
@@ -385,6 +387,23 @@ impl Feed for CoreFeed {
 
     fn binding_enabled(&self) {
         self.unenabled.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// rxm leaves the closing endpoint's CQ in the counter's wait set (it adds the fid at
+    /// FI_ENABLE and never removes it: `rxm_ep_wait_fd_add`, no `ofi_wait_del_fid` in rxm), so
+    /// the wait set's `fi_trywait` would call into the freed endpoint: from now on this
+    /// counter's waits never arm it and re-check every [`core_wait::LATE_BIND_CAP`].
+    fn binding_closing(&self) {
+        if let (
+            Plan::FdSet {
+                fds_at_enable: true,
+                ..
+            },
+            CoreBlocker::Fd(b),
+        ) = (self.plan, &self.blocker)
+        {
+            b.forget_trywait(core_wait::LATE_BIND_CAP);
+        }
     }
 
     fn close(&self) -> Result<(), c_int> {
