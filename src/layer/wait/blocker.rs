@@ -42,11 +42,6 @@ const RXD_CAP: Duration = Duration::from_millis(10);
 /// The longest sleep of a counter bound to an rxm endpoint after its FI_ENABLE, when rxm
 /// gives it no fd (rxm's own counters then sleep 50 ms between progress calls).
 pub const LATE_BIND_CAP: Duration = Duration::from_millis(1);
-/// tcp counts into a counter whose every read runs progress first, so an error completed by
-/// the progress of the read that fetches the value (the last one before sleeping) is seen only
-/// by the next read, and nothing else may make the progress fd readable: a waiter re-checks
-/// this often, the quantum libfabric's own util counters wait in for a like race.
-pub const PROGRESS_CAP: Duration = Duration::from_millis(50);
 
 pub fn plan_for(core: &str) -> Plan {
     let util = core.rsplit_once(';').map(|(_, u)| u);
@@ -224,14 +219,7 @@ impl FdBlocker {
         // SAFETY: caller's contract; attr and cq live across the call.
         let ret = unsafe { cq_open(domain, &mut attr, &mut cq, std::ptr::null_mut()) };
         ffi::wrote(ret, !cq.is_null())?;
-        FdBlocker::on_wait_fd(
-            core,
-            cq.cast(),
-            "wait CQ",
-            Some(PROGRESS_CAP),
-            room,
-            closing,
-        )
+        FdBlocker::on_wait_fd(core, cq.cast(), "wait CQ", None, room, closing)
     }
 
     /// A core wait set with FI_WAIT_FD, for the core counter to be opened on.
