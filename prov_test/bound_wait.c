@@ -236,17 +236,12 @@ int main(void)
 	static const long fd_calls[] = { SYS_ppoll, SYS_poll, -1 };
 	static const long cond_calls[] = { SYS_futex, -1 };
 	static const long app_poll[] = { SYS_poll, -1 };
-	/* tcp: the core counter's own wait (util's fi_wait on its epoll set, which holds the
-	 * domain's progress fd) */
-	static const long epoll_calls[] = { SYS_epoll_wait, SYS_epoll_pwait, -1 };
 	int auto_progress = info->domain_attr->data_progress == FI_PROGRESS_AUTO;
 	const long *calls = fd_calls;
 	int blocks = 1;
 	if (!strcmp(core, "sockets")) {
 		calls = cond_calls;
 		blocks = auto_progress;
-	} else if (!strcmp(core, "tcp")) {
-		calls = epoll_calls;
 	} else if (strcmp(core, "tcp") && !strstr(core, ";ofi_rxm") && !strstr(core, ";ofi_rxd")) {
 		blocks = 0;
 	}

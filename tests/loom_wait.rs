@@ -412,6 +412,149 @@ fn a_follower_takes_over_when_the_leader_leaves() {
     });
 }
 
+// ---- Waiters of several counters of one core domain: a room (src/engine/source.rs) ----------
+
+use rscntr::engine::Room;
+
+/// A core domain in the model: completions for either of two counters (`pending`), which the
+/// progress of any waiter (a pull) counts straight into their counters, as tcp (hooked) and
+/// FI_PEER cores do; one blocking primitive for the whole domain (tcp's progress fd), made
+/// "readable" by every completion and by interrupts.
+struct ModelDomain {
+    pending: [AtomicU64; 2],
+    counters: [Arc<Counter>; 2],
+    generation: Mutex<u64>,
+    cv: Condvar,
+    room: Room,
+}
+
+impl ModelDomain {
+    fn new(room: Room) -> Arc<Self> {
+        Arc::new(ModelDomain {
+            pending: [AtomicU64::new(0), AtomicU64::new(0)],
+            counters: [counter(WaitStrategy::Block), counter(WaitStrategy::Block)],
+            generation: Mutex::new(0),
+            cv: Condvar::new(),
+            room,
+        })
+    }
+
+    /// The core completes an operation for counter `i`: only a pull counts it.
+    fn complete(&self, i: usize) {
+        self.pending[i].fetch_add(1, SeqCst);
+        let _g = self.generation.lock().unwrap();
+        self.cv.notify_all();
+    }
+
+    fn idle(&self) -> bool {
+        self.pending.iter().all(|p| p.load(SeqCst) == 0)
+    }
+
+    /// Waiter `i` on its own counter, in the domain's room.
+    fn wait(&self, i: usize) -> Result<(), WaitError> {
+        self.counters[i].wait_with(1, Timeout::Never, &DomainSource(self))
+    }
+}
+
+impl Blocker for ModelDomain {
+    fn prepare(&self) -> Token {
+        Token(*self.generation.lock().unwrap())
+    }
+    fn arm(&self) -> bool {
+        self.idle()
+    }
+    fn block(&self, token: Token, _kick: &EventFd, _until: Option<std::time::Instant>) {
+        let mut g = self.generation.lock().unwrap();
+        while *g == token.0 && self.idle() {
+            g = self.cv.wait(g).unwrap();
+        }
+    }
+    fn interrupt(&self, _kick: &EventFd) {
+        let mut g = self.generation.lock().unwrap();
+        *g += 1;
+        self.cv.notify_all();
+    }
+    fn room(&self) -> Option<&Room> {
+        Some(&self.room)
+    }
+}
+
+/// Every waiter's source: pulling drives the whole domain's progress.
+struct DomainSource<'a>(&'a ModelDomain);
+
+impl Source for DomainSource<'_> {
+    fn pull(&self) {
+        for (p, c) in self.0.pending.iter().zip(&self.0.counters) {
+            let n = p.swap(0, SeqCst);
+            if n > 0 {
+                c.add(n).unwrap();
+            }
+        }
+    }
+    fn wake(&self) -> Wake<'_> {
+        Wake::Block(self.0)
+    }
+}
+
+/// The hand-off model: two waiters on two counters of one domain; the core completes the first
+/// counter's operation, then the second's. Whoever leads when the first completes may be the
+/// first waiter, which then leaves: the second completion is counted only by a pull, so a
+/// follower left asleep without a leader is a loom deadlock.
+fn handoff_model(room: fn() -> Room) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(2);
+    b.check(move || {
+        let d = ModelDomain::new(room());
+        let d2 = d.clone();
+        let second = thread::spawn(move || d2.wait(1));
+        let d3 = d.clone();
+        let progress = thread::spawn(move || {
+            d3.complete(0);
+            d3.complete(1);
+        });
+        assert_eq!(d.wait(0), Ok(()));
+        assert_eq!(second.join().unwrap(), Ok(()));
+        progress.join().unwrap();
+        assert_eq!(d.room.members(), 0, "a member stayed in the room");
+        assert!(d.counters.iter().all(|c| !c.has_waiters()));
+    });
+}
+
+/// One completion per counter, two waiters in one room: each returns, whoever leads.
+#[test]
+fn a_room_leader_hands_off_to_a_follower() {
+    handoff_model(Room::new);
+}
+
+/// The same with the hand-off planted out: the models must catch the lost wakeup.
+#[test]
+#[should_panic]
+fn a_room_without_handoff_loses_a_wakeup() {
+    handoff_model(Room::without_handoff);
+}
+
+/// A mutation of a follower's counter by another thread (fi_cntr_add) wakes it, without the
+/// core, while another member leads.
+#[test]
+fn an_add_wakes_a_follower_in_a_room() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(2);
+    b.check(|| {
+        let d = ModelDomain::new(Room::new());
+        let d2 = d.clone();
+        let first = thread::spawn(move || d2.wait(0));
+        let d3 = d.clone();
+        let adder = thread::spawn(move || {
+            d3.counters[1].add(1).unwrap();
+            d3.complete(0);
+        });
+        assert_eq!(d.wait(1), Ok(()));
+        assert_eq!(first.join().unwrap(), Ok(()));
+        adder.join().unwrap();
+        assert_eq!(d.room.members(), 0);
+    });
+}
+
 // ---- triggered work (src/engine/trigger.rs) ------------------------------------------------------
 
 use rscntr::engine::{Started, Starter, Tag, Work};

@@ -251,6 +251,9 @@ pub trait AnyCntr {
     fn bound(&self, enabled: bool, late: bool);
     /// The endpoint or MR closed (`enabled`: as it was then).
     fn unbound(&self, enabled: bool);
+    /// An enabled endpoint this counter is bound to is about to close (see
+    /// [`Feed::binding_closing`]).
+    fn binding_closing(&self);
     /// An endpoint this counter is bound to was enabled.
     fn binding_enabled(&self);
     /// True for FI_CNTR_EVENTS_BYTES counters.
@@ -317,6 +320,11 @@ impl<B: Backing> AnyCntr for Cntr<B> {
             feed.unbound(enabled);
         }
         self.bindings.fetch_sub(1, Ordering::AcqRel);
+    }
+    fn binding_closing(&self) {
+        if let Some(feed) = self.feed() {
+            feed.binding_closing();
+        }
     }
     fn binding_enabled(&self) {
         if let Some(feed) = self.feed() {

@@ -44,7 +44,7 @@
 //! watcher compares against the values `trywait` actually read.
 
 use super::backoff::{DEFAULT_SPIN_LIMIT, PollNap};
-use super::source::{Blocker, Source, Unsourced, Wake};
+use super::source::{self, Blocker, Membership, NO_KICK_NAP, Room, Sleep, Source, Unsourced, Wake};
 use super::store::{Atomics, Store, StoreError};
 use super::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex};
 use super::trigger::{Starter, Tag, Triggers, Work};
@@ -133,7 +133,7 @@ struct Snapshot {
 /// The blocker a leader sleeps in, for mutators to interrupt. Set and cleared by the leader,
 /// whose borrow of the blocker outlives the time it is set.
 #[derive(Clone, Copy)]
-struct BlockedIn(*const dyn Blocker);
+struct BlockedIn(*const dyn Blocker, Option<*const Room>);
 // SAFETY: only dereferenced under `blocked_in`'s lock while the leader that set it is still
 // inside its wait (it clears the slot, under the same lock, before its borrow ends); a
 // Blocker is Sync.
@@ -388,9 +388,14 @@ impl<S: Store> Counter<S> {
         }
         if w & BLOCKED != 0 {
             let blocked_in = self.blocked_in.lock();
-            if let (Some(b), Some(Some(kick))) = (*blocked_in, self.kick.get()) {
+            if let Some(BlockedIn(b, Some(room))) = *blocked_in {
+                // SAFETY: see BlockedIn; the room outlives its leader's wait.
+                unsafe { &*room }.interrupt_leader(Some(unsafe { &*b }));
+            } else if let (Some(BlockedIn(b, None)), Some(Some(kick))) =
+                (*blocked_in, self.kick.get())
+            {
                 // SAFETY: see BlockedIn: the leader is inside its wait while the slot is set.
-                unsafe { &*b.0 }.interrupt(kick);
+                unsafe { &*b }.interrupt(kick);
                 // After the interrupt: a leader that sees the flag finds the write to drain.
                 self.kicked.store(true, SeqCst);
             }
@@ -527,7 +532,14 @@ impl<S: Store> Counter<S> {
                             self.sleep(&check, &|| false, Some(until))
                         }
                     }
-                    Wake::Block(b) => self.block_in(b, &check, &compare, deadline),
+                    Wake::Block(b) => match b.room() {
+                        Some(room) => {
+                            return self
+                                .wait_in_room(room, b, source, &compare, deadline)
+                                .unwrap_or(Err(WaitError::TimedOut));
+                        }
+                        None => self.block_in(b, &check, &compare, deadline),
+                    },
                 }
             };
             if let Some(done) = outcome {
@@ -596,7 +608,7 @@ impl<S: Store> Counter<S> {
         // SAFETY (lifetime erasure): the slot is cleared below, before `b`'s borrow ends.
         let erased: *const (dyn Blocker + 'static) =
             unsafe { std::mem::transmute::<*const dyn Blocker, _>(b as *const dyn Blocker) };
-        *self.blocked_in.lock() = Some(BlockedIn(erased));
+        *self.blocked_in.lock() = Some(BlockedIn(erased, None));
         self.wake.fetch_or(BLOCKED, SeqCst);
         super::sync::store_load_order();
         let cap = S::POLLED.then_some(self.tuning.poll_max);
@@ -638,6 +650,131 @@ impl<S: Store> Counter<S> {
             // A follower takes over.
             self.event.notify(usize::MAX);
         }
+        result
+    }
+
+    /// Waits as a member of `room` (see [`Room`]): leads when nobody does, else sleeps on
+    /// this counter's listener until it changes or the lead is handed over. Returns the result,
+    /// or None once `deadline` passed. Leaving (the membership dropped) hands off the lead.
+    fn wait_in_room(
+        &self,
+        room: &Room,
+        b: &dyn Blocker,
+        source: &dyn Source,
+        compare: &dyn Fn() -> Option<Result<(), WaitError>>,
+        deadline: Option<Instant>,
+    ) -> Option<Result<(), WaitError>> {
+        let me = room.join(source, b, &self.event);
+        loop {
+            if room.try_lead(&me) {
+                return self.lead_room(room, &me, b, compare, deadline);
+            }
+            // A follower: registered before it looks at the counter and for a leader, so a
+            // change or a hand-off after the look notifies it.
+            self.wake.fetch_add(ONE_WAITER, SeqCst);
+            super::sync::store_load_order();
+            let listener = self.event.listen();
+            let outcome = match compare() {
+                Some(done) => Some(done),
+                None if !room.is_led() => None,
+                None => {
+                    match deadline {
+                        Some(d) => {
+                            listener.wait_deadline(d);
+                        }
+                        None => listener.wait(),
+                    }
+                    compare()
+                }
+            };
+            self.wake.fetch_sub(ONE_WAITER, SeqCst);
+            if outcome.is_some() {
+                return outcome;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return None;
+            }
+        }
+    }
+
+    /// The leader's rounds (see [`Room`]): pull every member's core, check this counter, arm,
+    /// sleep on everything the members sleep on. A mutation of this counter interrupts the sleep
+    /// as in [`Counter::block_in`], through the room's kick.
+    fn lead_room(
+        &self,
+        room: &Room,
+        _me: &Membership<'_>,
+        b: &dyn Blocker,
+        compare: &dyn Fn() -> Option<Result<(), WaitError>>,
+        deadline: Option<Instant>,
+    ) -> Option<Result<(), WaitError>> {
+        let kick = room.kick();
+        // SAFETY (lifetime erasure): the slot is cleared below, before `b`'s borrow ends.
+        let erased: *const (dyn Blocker + 'static) =
+            unsafe { std::mem::transmute::<*const dyn Blocker, _>(b as *const dyn Blocker) };
+        *self.blocked_in.lock() = Some(BlockedIn(erased, Some(room as *const Room)));
+        self.wake.fetch_or(BLOCKED, SeqCst);
+        super::sync::store_load_order();
+        let mut tokens = Vec::new();
+        let mut sleep = Sleep::default();
+        let mut readable = Vec::new();
+        // A new leader pulls once whatever it shares a blocker with (one pull). Over many fds it
+        // relies on their level: what the last leader left unpulled still makes them readable.
+        if !room.many_fds() {
+            room.mark_due(None);
+        }
+        let result = loop {
+            room.drain_kick();
+            self.wake.fetch_and(!BLOCKED, SeqCst);
+            if kick.is_some() && room.many_fds() {
+                room.service_due();
+            } else {
+                room.pull_all(&mut tokens);
+            }
+            self.wake.fetch_or(BLOCKED, SeqCst);
+            super::sync::store_load_order();
+            if let Some(done) = compare() {
+                break Some(done);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break None;
+            }
+            if !room.arm_all(&mut sleep) {
+                continue;
+            }
+            let shared = sleep.single.is_some_and(|s| std::ptr::addr_eq(s, erased));
+            match kick {
+                Some(kick) if shared => {
+                    let token = tokens
+                        .iter()
+                        .find(|(t, _)| std::ptr::addr_eq(*t, erased))
+                        .map_or(super::Token::default(), |(_, t)| *t);
+                    b.block(token, kick, deadline);
+                    room.mark_due(None);
+                }
+                Some(kick) if !sleep.no_fd => {
+                    use std::os::fd::AsRawFd;
+                    let until = source::limit(deadline, sleep.cap);
+                    super::eventfd::sleep_until_any_readable(
+                        &sleep.fds,
+                        kick.as_raw_fd(),
+                        until,
+                        &mut readable,
+                    );
+                    // A bounded sleep that ran out (a core's timers): pull everybody.
+                    let timed_out = readable.is_empty() && sleep.cap.is_some();
+                    room.mark_due((!timed_out).then_some(&readable[..]));
+                }
+                _ => {
+                    // Nothing to sleep on for every member: nap, bounded.
+                    let nap = source::limit(deadline, Some(NO_KICK_NAP));
+                    super::sync::nap(nap.unwrap_or(NO_KICK_NAP));
+                    room.mark_due(None);
+                }
+            }
+        };
+        self.wake.fetch_and(!BLOCKED, SeqCst);
+        *self.blocked_in.lock() = None;
         result
     }
 

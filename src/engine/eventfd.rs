@@ -18,6 +18,49 @@ pub fn sleep_until_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) {
     poll_readable(fd, kick, limit);
 }
 
+/// Sleeps in the kernel until one of `fds` or `kick` is readable, or `limit` has passed (None:
+/// no limit): what a room's leader does when its members sleep on different fds. Leaves in
+/// `readable` those of `fds` that were readable.
+pub fn sleep_until_any_readable(
+    fds: &[RawFd],
+    kick: RawFd,
+    limit: Option<Duration>,
+    readable: &mut Vec<RawFd>,
+) {
+    let mut watch: Vec<libc::pollfd> = fds
+        .iter()
+        .chain(std::iter::once(&kick))
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = limit.map(|d| libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `watch` holds watch.len() live pollfds; tsp is NULL or a live timespec; no mask.
+    unsafe {
+        libc::ppoll(
+            watch.as_mut_ptr(),
+            watch.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
+    readable.clear();
+    readable.extend(
+        watch[..fds.len()]
+            .iter()
+            .filter(|p| p.revents != 0)
+            .map(|p| p.fd),
+    );
+}
+
 /// As [`sleep_until_readable`]; true when `fd` (not `kick`) was readable at the end.
 pub fn poll_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) -> bool {
     let watch = |fd| libc::pollfd {

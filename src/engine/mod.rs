@@ -22,7 +22,8 @@ pub use counter::{
     Counter, DEFAULT_POLL_MAX, POLL_FIRST, TryWaitError, Tuning, WaitError, WaitStrategy,
 };
 pub use eventfd::{EventFd, sleep_until_readable};
-pub use source::{Blocker, Source, Token, Unsourced, Wake};
+
+pub use source::{Blocker, Room, Source, Token, Unsourced, Wake};
 pub use store::{Atomics, Store, StoreError};
 pub use trigger::{Holds, Started, Starter, Tag, Triggers, Work};
 

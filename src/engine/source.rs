@@ -16,8 +16,16 @@
 //! makes armed fds fire for sources nobody else watches) are the two users; both follow the
 //! same order so that no change is missed: take a [`Blocker::prepare`] token, pull and check,
 //! [`Blocker::arm`], then [`Blocker::block`] with the token.
+//!
+//! The waiters of the counters of one core domain meet in a [`Room`] (below), where one of them
+//! sleeps in the core's blockers for all, so that one completion wakes one thread.
 
 use super::EventFd;
+use super::sync::{AtomicBool, Mutex};
+use event_listener::Event;
+use std::os::fd::RawFd;
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
 /// How a thread may sleep until a source may have changed.
@@ -33,8 +41,9 @@ pub enum Wake<'a> {
     Block(&'a dyn Blocker),
 }
 
-/// Something outside a counter that changes it.
-pub trait Source {
+/// Something outside a counter that changes it. Sync: the leader of a [`Room`] pulls the
+/// sources of the other members.
+pub trait Source: Sync {
     /// Takes in what changed: drives a core's progress, which counts completed operations
     /// into the counter. Cheap when nothing happened.
     fn pull(&self);
@@ -80,5 +89,458 @@ pub trait Blocker: Sync {
     /// CPU, as the core's own waits do.
     fn worth_spinning(&self) -> bool {
         true
+    }
+    /// The room of the core domain this blocker belongs to: its waiters meet there, one
+    /// leading for all (see [`Room`]). Blockers of one room that are the same object are
+    /// progressed by pulling any one of their sources, and the core counts into their counters
+    /// without a pull (an FI_PEER counter, or one whose counting rscntr sees). None: each
+    /// counter's waiters lead for themselves.
+    fn room(&self) -> Option<&Room> {
+        None
+    }
+    /// The fd that becomes readable when the source may have changed, for a room's leader that
+    /// sleeps on several blockers at once.
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// The longest a thread may sleep in this blocker before pulling again.
+    fn max_sleep(&self) -> Option<Duration> {
+        None
+    }
+}
+
+// ---- Rooms: the waiters of one core domain ---------------------------------------------
+
+/// A member's borrowed parts, kept while it is a member: the member's thread is inside its wait
+/// (a [`Membership`] on its stack) and removes them under the room's lock before its borrows end.
+#[derive(Clone, Copy)]
+struct Member {
+    id: u64,
+    source: *const (dyn Source + Sync + 'static),
+    blocker: *const (dyn Blocker + 'static),
+    event: *const Event,
+    /// The leader pulls and arms this member's blocker in its next round: it joined since, or
+    /// its fd was readable, or the leader could not tell.
+    due: bool,
+    /// Pulled and armed in the leader's next round whatever its fd says: it joined since, or
+    /// the leader could not tell what its sleep was woken by.
+    fresh: bool,
+}
+
+#[derive(Default)]
+struct State {
+    members: Vec<Member>,
+    leader: Option<u64>,
+    next_id: u64,
+    /// A hand-off is on its way to this member (it was woken to lead and has not looked yet).
+    handed_to: Option<u64>,
+}
+
+/// Where the threads waiting on the counters of one core domain meet, so that one completion
+/// wakes one thread: a [`Room`].
+///
+/// Without it, every waiter of a bound counter sleeps in what its core blocks on, and a core
+/// domain has one such thing for all its endpoints (tcp's progress fd) or one per counter that
+/// the same completions make readable: every completion woke every waiter of the domain, each
+/// ran the core's progress, and all but one went back to sleep (docs/growth.md, "waiters per
+/// domain"). In a room, as in Open MPI's `wait_sync` and Dang et al.'s "one waiting thread
+/// drives a communication context":
+///
+/// - one member, the **leader**, sleeps in the core's blockers (all of them, when the members'
+///   blockers differ: see [`Blocker::fd`]) and drives the progress of every member: it pulls one
+///   member per distinct blocker (see [`Blocker`]: members that share a blocker are progressed by
+///   pulling any one of them, and the core counts into each counter without a pull);
+/// - every other member, a **follower**, sleeps on its own counter's listener and is woken only
+///   by a change of its own counter (the core counting into it during the leader's pull, or any
+///   other mutation), or by a hand-off;
+/// - a leader that leaves (threshold met, error, timeout) hands off: it wakes one follower,
+///   which leads from then on. A follower that was handed the lead but leaves before taking it
+///   hands it on the same way, so the room is never left with followers and no leader.
+///
+/// No wake is lost: a follower registers its listener, then looks (under the room's lock) for a
+/// leader, so a hand-off after the look notifies a registered listener; a leader takes the
+/// tokens of its blockers, pulls, checks, arms, then blocks, as a lone waiter does (see this file's
+/// doc); and a member that joins with a blocker the leader does not sleep in interrupts
+/// the leader, which then sleeps in that one too. `tests/loom_wait.rs` model-checks it, with a
+/// planted lost hand-off ([`Room::without_handoff`]) that the models must catch.
+///
+/// Shared by the blockers of that domain ([`Blocker::room`]).
+pub struct Room {
+    state: Mutex<State>,
+    /// Interrupts the leader's sleep: a member joined, or a mutation of the leader's counter.
+    kick: OnceLock<Option<EventFd>>,
+    /// The kick was signalled since the leader last drained it.
+    kicked: AtomicBool,
+    /// False only in the models' planted bug (see [`Room::without_handoff`]).
+    handoff: bool,
+}
+
+// SAFETY: the raw pointers in `State` are only dereferenced under the room's lock while their
+// member is present (a member removes itself under that lock before its borrows end), and point
+// at Sync objects.
+unsafe impl Send for Room {}
+// SAFETY: as above.
+unsafe impl Sync for Room {}
+
+impl Default for Room {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Room {
+    pub fn new() -> Self {
+        Room {
+            state: Mutex::new(State::default()),
+            kick: OnceLock::new(),
+            kicked: AtomicBool::new(false),
+            handoff: true,
+        }
+    }
+
+    /// A room whose leader leaves without handing off: a planted lost wakeup, for the models
+    /// to show they catch one. Never used otherwise.
+    #[doc(hidden)]
+    pub fn without_handoff() -> Self {
+        Room {
+            handoff: false,
+            ..Self::new()
+        }
+    }
+
+    /// The fd that interrupts the leader's sleep (None if none could be made: the leader then
+    /// never sleeps longer than [`NO_KICK_NAP`]).
+    pub(super) fn kick(&self) -> Option<&EventFd> {
+        self.kick.get_or_init(|| EventFd::new().ok()).as_ref()
+    }
+
+    /// Interrupts the leader: signals the kick, to be drained by the leader's next round.
+    pub(super) fn interrupt_leader(&self, leader_blocker: Option<&dyn Blocker>) {
+        if let Some(kick) = self.kick() {
+            match leader_blocker {
+                Some(b) => b.interrupt(kick),
+                None => kick.signal(),
+            }
+            self.kicked.store(true, SeqCst);
+        }
+    }
+
+    /// The leader drains the kick before a round, if it was signalled.
+    pub(super) fn drain_kick(&self) {
+        if self.kicked.swap(false, SeqCst)
+            && let Some(kick) = self.kick()
+        {
+            kick.drain();
+        }
+    }
+
+    /// Joins the room as a follower: `source` pulled by whoever leads, `blocker` what it would
+    /// sleep in, `event` what wakes it. The leader, if any, is interrupted when `blocker` is
+    /// not one it sleeps in.
+    pub(super) fn join<'a>(
+        &'a self,
+        source: &'a (dyn Source + Sync),
+        blocker: &'a dyn Blocker,
+        event: &'a Event,
+    ) -> Membership<'a> {
+        // SAFETY (lifetime erasure): the member is removed under the lock by the Membership's
+        // drop, before the borrows end; until then only this room dereferences the pointers.
+        let (source, blocker) = unsafe {
+            (
+                std::mem::transmute::<*const (dyn Source + Sync + 'a), *const (dyn Source + Sync)>(
+                    source,
+                ),
+                std::mem::transmute::<*const (dyn Blocker + 'a), *const dyn Blocker>(blocker),
+            )
+        };
+        let mut st = self.state.lock();
+        let id = st.next_id;
+        st.next_id += 1;
+        let new_blocker = !st
+            .members
+            .iter()
+            .any(|m| std::ptr::addr_eq(m.blocker, blocker));
+        st.members.push(Member {
+            id,
+            source,
+            blocker,
+            event,
+            due: true,
+            fresh: true,
+        });
+        let interrupt = st.leader.is_some() && new_blocker;
+        let leader_blocker = st.leader.and_then(|l| st.blocker_of(l));
+        drop(st);
+        if interrupt {
+            // SAFETY: the leader is a member, so its blocker is live while we held the lock;
+            // interrupting after the unlock can at worst wake a leader that already left,
+            // which the kick's drain absorbs.
+            self.interrupt_leader(leader_blocker.map(|b| unsafe { &*b }));
+        }
+        Membership { room: self, id }
+    }
+
+    /// True while some member leads.
+    pub(super) fn is_led(&self) -> bool {
+        self.state.lock().leader.is_some()
+    }
+
+    /// Takes the lead if nobody has it.
+    pub(super) fn try_lead(&self, me: &Membership<'_>) -> bool {
+        let mut st = self.state.lock();
+        if st.handed_to == Some(me.id) {
+            st.handed_to = None;
+        }
+        if st.leader.is_none() {
+            st.leader = Some(me.id);
+            true
+        } else {
+            st.leader == Some(me.id)
+        }
+    }
+
+    /// The leader's round, under the lock: takes a token of each distinct blocker that is due
+    /// (see `Member::due`), then pulls one member per such blocker. Returns the blockers and
+    /// their tokens, in member order.
+    pub(super) fn pull_all(&self, tokens: &mut Vec<(*const dyn Blocker, super::Token)>) {
+        let st = self.state.lock();
+        tokens.clear();
+        let mut pulled: Vec<*const dyn Blocker> = Vec::with_capacity(st.members.len());
+        for m in &st.members {
+            if !(m.due || m.fresh) || pulled.iter().any(|b| std::ptr::addr_eq(*b, m.blocker)) {
+                continue;
+            }
+            pulled.push(m.blocker);
+            // SAFETY: a present member's parts are live (see Member).
+            tokens.push((m.blocker, unsafe { &*m.blocker }.prepare()));
+        }
+        for b in &pulled {
+            let m = st
+                .members
+                .iter()
+                .find(|m| std::ptr::addr_eq(m.blocker, *b))
+                .expect("just seen");
+            // SAFETY: as above.
+            unsafe { &*m.source }.pull();
+        }
+    }
+
+    /// True when the members sleep in more than one blocker, each with an fd: the leader then
+    /// services them with [`Room::service_due`] and sleeps on all the fds.
+    pub(super) fn many_fds(&self) -> bool {
+        let st = self.state.lock();
+        let Some(first) = st.members.first() else {
+            return false;
+        };
+        // SAFETY: a present member's parts are live (see Member).
+        st.members
+            .iter()
+            .all(|m| unsafe { &*m.blocker }.fd().is_some())
+            && st
+                .members
+                .iter()
+                .any(|m| !std::ptr::addr_eq(m.blocker, first.blocker))
+    }
+
+    /// For a room whose members sleep on different fds: pulls and arms the due members one
+    /// blocker at a time, and after each looks (a poll that does not sleep) which fds are still
+    /// readable. A core whose fds all hold one shared fd (rxm over tcp: every wait set holds the
+    /// fd of tcp's domain progress) makes every member's fd readable for one completion; the
+    /// first pull drains the shared fd, and leaves readable only the fds of the members it
+    /// completed something for, which are pulled next. Bounded by the number of members.
+    pub(super) fn service_due(&self) {
+        let mut fds = Vec::new();
+        let mut readable = Vec::new();
+        // Blockers serviced this round: each at most once (a core may leave a serviced fd
+        // readable, nested wait fds whose own signal only their owner resets; the next sleep's
+        // poll brings it back if it has more).
+        let mut done: Vec<*const dyn Blocker> = Vec::new();
+        let mut budget = self.members() + 1;
+        while budget > 0 {
+            budget -= 1;
+            let mut st = self.state.lock();
+            let Some(m) = st
+                .members
+                .iter()
+                .find(|m| {
+                    (m.due || m.fresh) && !done.iter().any(|d| std::ptr::addr_eq(*d, m.blocker))
+                })
+                .copied()
+            else {
+                for o in &mut st.members {
+                    o.due = false;
+                    o.fresh = false;
+                }
+                return;
+            };
+            done.push(m.blocker);
+            // SAFETY: a present member's parts are live (see Member).
+            let (source, blocker) = unsafe { (&*m.source, &*m.blocker) };
+            source.pull();
+            for _ in 0..3 {
+                if blocker.arm() {
+                    break;
+                }
+                source.pull();
+            }
+            fds.clear();
+            for o in &mut st.members {
+                if std::ptr::addr_eq(o.blocker, m.blocker) {
+                    o.due = false;
+                    o.fresh = false;
+                }
+                // SAFETY: as above.
+                if let Some(fd) = unsafe { &*o.blocker }.fd()
+                    && !fds.contains(&fd)
+                {
+                    fds.push(fd);
+                }
+            }
+            drop(st);
+            super::eventfd::sleep_until_any_readable(&fds, -1, Some(Duration::ZERO), &mut readable);
+            // What is still readable after this pull: only those members are due now (the
+            // first pull of a round drains what all fds shared).
+            let mut st = self.state.lock();
+            for o in &mut st.members {
+                // SAFETY: a present member's parts are live (see Member).
+                o.due = unsafe { &*o.blocker }
+                    .fd()
+                    .is_some_and(|fd| readable.contains(&fd));
+            }
+        }
+    }
+
+    /// Arms every distinct blocker of the present members; false if one has something pending
+    /// (the leader pulls again). Collects what the leader sleeps on: the fds and the shortest
+    /// sleep bound, or the one blocker when all members share it.
+    pub(super) fn arm_all(&self, sleep: &mut Sleep) -> bool {
+        let mut st = self.state.lock();
+        sleep.fds.clear();
+        sleep.cap = None;
+        sleep.single = None;
+        sleep.no_fd = false;
+        let mut seen: Vec<*const dyn Blocker> = Vec::with_capacity(st.members.len());
+        for m in &st.members {
+            if seen.iter().any(|b| std::ptr::addr_eq(*b, m.blocker)) {
+                continue;
+            }
+            seen.push(m.blocker);
+            // SAFETY: a present member's parts are live (see Member).
+            let b = unsafe { &*m.blocker };
+            // A blocker that was not due stays armed from an earlier round: nothing made its
+            // fd readable since.
+            let due = st
+                .members
+                .iter()
+                .any(|o| (o.due || o.fresh) && std::ptr::addr_eq(o.blocker, m.blocker));
+            if due && !b.arm() {
+                return false;
+            }
+            match b.fd() {
+                Some(fd) => sleep.fds.push(fd),
+                None => sleep.no_fd = true,
+            }
+            if let Some(c) = b.max_sleep() {
+                sleep.cap = Some(sleep.cap.map_or(c, |old: Duration| old.min(c)));
+            }
+        }
+        if seen.len() == 1 {
+            sleep.single = Some(seen[0]);
+        }
+        for m in &mut st.members {
+            m.due = false;
+            m.fresh = false;
+        }
+        true
+    }
+
+    /// After the leader's sleep: the members whose blocker's fd is in `readable` are due, or,
+    /// when `readable` is None (the leader cannot tell, or a bounded sleep ran out: a core's
+    /// timers), every member is pulled in the next round.
+    pub(super) fn mark_due(&self, readable: Option<&[std::os::fd::RawFd]>) {
+        let mut st = self.state.lock();
+        for m in &mut st.members {
+            match readable {
+                // SAFETY: a present member's parts are live (see Member).
+                Some(fds) => {
+                    m.due |= unsafe { &*m.blocker }
+                        .fd()
+                        .is_some_and(|fd| fds.contains(&fd))
+                }
+                None => m.fresh = true,
+            }
+        }
+    }
+
+    fn leave(&self, id: u64) {
+        let mut st = self.state.lock();
+        st.members.retain(|m| m.id != id);
+        let was_leader = st.leader == Some(id);
+        if was_leader {
+            st.leader = None;
+        }
+        let handed_to_me = st.handed_to == Some(id);
+        if handed_to_me {
+            st.handed_to = None;
+        }
+        // Hand the lead on when it is vacant and was ours (as leader, or handed to us), so
+        // that the followers never sleep with nobody driving the core for them.
+        if self.handoff
+            && st.leader.is_none()
+            && (was_leader || handed_to_me)
+            && let Some(next) = st.members.first().copied()
+        {
+            st.handed_to = Some(next.id);
+            // SAFETY: a present member's event is live (see Member).
+            unsafe { &*next.event }.notify(usize::MAX);
+        }
+    }
+
+    /// Members present (tests and diagnostics).
+    pub fn members(&self) -> usize {
+        self.state.lock().members.len()
+    }
+}
+
+impl State {
+    fn blocker_of(&self, id: u64) -> Option<*const dyn Blocker> {
+        self.members.iter().find(|m| m.id == id).map(|m| m.blocker)
+    }
+}
+
+/// What the leader sleeps on after [`Room::arm_all`].
+#[derive(Default)]
+pub(super) struct Sleep {
+    pub fds: Vec<std::os::fd::RawFd>,
+    pub cap: Option<Duration>,
+    /// All members share this blocker: sleep in it (its own `block`).
+    pub single: Option<*const dyn Blocker>,
+    /// A distinct blocker has no fd: with several, the leader naps at most [`NO_KICK_NAP`].
+    pub no_fd: bool,
+}
+
+/// The longest nap of a leader that cannot sleep on everything it leads for (no kick fd, or a
+/// blocker without an fd among several).
+pub const NO_KICK_NAP: Duration = Duration::from_millis(1);
+
+/// A member's place in a room; leaves it (handing off the lead if it held it) when dropped.
+pub struct Membership<'a> {
+    room: &'a Room,
+    id: u64,
+}
+
+impl Drop for Membership<'_> {
+    fn drop(&mut self) {
+        self.room.leave(self.id);
+    }
+}
+
+/// The time left until `until`, bounded by `cap`; None: no limit.
+pub(super) fn limit(until: Option<Instant>, cap: Option<Duration>) -> Option<Duration> {
+    let left = until.map(|u| u.saturating_duration_since(Instant::now()));
+    match (left, cap) {
+        (Some(l), Some(c)) => Some(l.min(c)),
+        (l, None) => l,
+        (None, c) => c,
     }
 }

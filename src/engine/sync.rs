@@ -77,3 +77,15 @@ pub(crate) fn store_load_order() {
     #[cfg(loom)]
     loom::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
+
+/// Sleeps for `d` (a bounded nap); under loom, a yield (loom has no clock).
+#[inline]
+pub(crate) fn nap(d: std::time::Duration) {
+    #[cfg(not(loom))]
+    std::thread::sleep(d);
+    #[cfg(loom)]
+    {
+        let _ = d;
+        loom::thread::yield_now();
+    }
+}

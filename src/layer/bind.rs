@@ -591,6 +591,16 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         // SAFETY: the home outlives its objects.
         let home = unsafe { &*(*b).home };
         let closing = unsafe { (*b).ep_ops.is_some() }.then(|| home.deferred.closing.write());
+        if closing.is_some() {
+            // SAFETY: as above; the bound counters cannot close before this endpoint.
+            let bound = unsafe { (*b).bound.lock() };
+            if bound.enabled {
+                for c in bound.cntrs.iter() {
+                    // SAFETY: a bound counter cannot close (EBUSY) before its unbind.
+                    unsafe { (**c).binding_closing() };
+                }
+            }
+        }
         // SAFETY: the Binder of `fid`; nothing reaches it once the core closed the object.
         let closed = unsafe { close_through_core(fid, b, (*b).orig_fi_ops) };
         drop(closing);

@@ -165,6 +165,7 @@ pub unsafe fn patch(
                 peer: wait::peer_counters_work(&core),
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
+                room: Default::default(),
                 deferred: Default::default(),
                 rma: rma.then(RmaEvents::default),
                 auto_progress,

@@ -32,6 +32,9 @@ pub struct CoreHome {
     pub cq_open: CqOpenFn,
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
+    /// Where the threads waiting on the domain's bound counters meet, one leading for all
+    /// (`engine::Room`), when the plan sleeps on fds.
+    pub room: Arc<crate::engine::Room>,
     /// Deferred data operations and the CQ filters they need (`trigger/deferred.rs`).
     pub deferred: Deferred,
     /// The domain's remote-access counters, when rscntr provides them (`rma_event/`: the
@@ -106,6 +109,7 @@ impl CoreHome {
             peer: self.peer,
             watcher_may_progress: self.watcher_may_progress,
             progress: &self.progress,
+            room: &self.room,
             closing: &self.deferred.closing,
         }
     }

@@ -14,7 +14,7 @@
 //! core counter).
 
 use crate::boundary::ffi::{self, err};
-use crate::engine::{Blocker, EventFd, Token, sleep_until_readable};
+use crate::engine::{Blocker, EventFd, Room, Token, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -42,11 +42,6 @@ const RXD_CAP: Duration = Duration::from_millis(10);
 /// The longest sleep of a counter bound to an rxm endpoint after its FI_ENABLE, when rxm
 /// gives it no fd (rxm's own counters then sleep 50 ms between progress calls).
 pub const LATE_BIND_CAP: Duration = Duration::from_millis(1);
-/// tcp counts into a counter whose every read runs progress first, so an error completed by
-/// the progress of the read that fetches the value (the last one before sleeping) is seen only
-/// by the next read, and nothing else may make the progress fd readable: a waiter re-checks
-/// this often, the quantum libfabric's own util counters wait in for a like race.
-pub const PROGRESS_CAP: Duration = Duration::from_millis(50);
 
 pub fn plan_for(core: &str) -> Plan {
     let util = core.rsplit_once(';').map(|(_, u)| u);
@@ -122,6 +117,8 @@ pub struct CoreWaits<'a> {
     pub watcher_may_progress: bool,
     /// The domain's progress-fd blocker, shared by its counters, made at the first use.
     pub progress: &'a parking_lot::Mutex<Option<std::sync::Arc<FdBlocker>>>,
+    /// Where the waiters of the domain's counters meet (see [`FdBlocker::room`]).
+    pub room: &'a std::sync::Arc<Room>,
     /// The domain's lock against driving an endpoint the core is closing.
     pub closing: &'a parking_lot::RwLock<()>,
 }
@@ -135,7 +132,13 @@ impl CoreWaits<'_> {
         }
         // SAFETY: the open core domain of this fabric, with its own cq_open.
         let b = std::sync::Arc::new(unsafe {
-            FdBlocker::progress_fd(self.fabric, self.domain, self.cq_open)
+            FdBlocker::progress_fd(
+                self.fabric,
+                self.domain,
+                self.cq_open,
+                self.room.clone(),
+                self.closing,
+            )
         }?);
         *progress = Some(b.clone());
         Ok(b)
@@ -151,10 +154,19 @@ pub struct FdBlocker {
     /// The longest sleep in nanoseconds (0: none).
     cap_ns: AtomicU64,
     warned: AtomicBool,
+    /// The domain's lock against driving the core while it closes an endpoint.
+    closing: *const parking_lot::RwLock<()>,
+    /// The core's `fi_trywait` on this object is no longer safe (see
+    /// [`FdBlocker::forget_trywait`]): arming does nothing.
+    no_trywait: AtomicBool,
+    /// The domain's room: the waiters of every counter that sleeps on a blocker of this domain
+    /// meet there, and one of them sleeps for all (see `engine::Room`).
+    room: std::sync::Arc<Room>,
 }
 
 // SAFETY: the core objects are only used through the core's calls, which are thread safe for
-// wait sets and CQs (util providers lock them); the fields never change after creation.
+// wait sets and CQs (util providers lock them); the pointer fields never change after creation,
+// and the closing lock is the home's, which outlives its blockers and is Sync.
 unsafe impl Send for FdBlocker {}
 // SAFETY: as above.
 unsafe impl Sync for FdBlocker {}
@@ -191,6 +203,8 @@ impl FdBlocker {
         core: CoreFabric,
         domain: *mut ofi::fid_domain,
         cq_open: CqOpenFn,
+        room: std::sync::Arc<Room>,
+        closing: *const parking_lot::RwLock<()>,
     ) -> Result<FdBlocker, c_int> {
         let mut attr = ofi::fi_cq_attr {
             size: 1,
@@ -205,13 +219,18 @@ impl FdBlocker {
         // SAFETY: caller's contract; attr and cq live across the call.
         let ret = unsafe { cq_open(domain, &mut attr, &mut cq, std::ptr::null_mut()) };
         ffi::wrote(ret, !cq.is_null())?;
-        FdBlocker::on_wait_fd(core, cq.cast(), "wait CQ", Some(PROGRESS_CAP))
+        FdBlocker::on_wait_fd(core, cq.cast(), "wait CQ", None, room, closing)
     }
 
     /// A core wait set with FI_WAIT_FD, for the core counter to be opened on.
-    pub fn wait_set(core: CoreFabric, cap: Option<Duration>) -> Result<FdBlocker, c_int> {
+    pub fn wait_set(
+        core: CoreFabric,
+        cap: Option<Duration>,
+        room: std::sync::Arc<Room>,
+        closing: *const parking_lot::RwLock<()>,
+    ) -> Result<FdBlocker, c_int> {
         let set = open_wait_set(core, ofi::fi_wait_obj_FI_WAIT_FD)?;
-        FdBlocker::on_wait_fd(core, set.cast(), "wait set", cap)
+        FdBlocker::on_wait_fd(core, set.cast(), "wait set", cap, room, closing)
     }
 
     /// A blocker on the wait fd (FI_GETWAIT) of `fid`, a core object rscntr just opened (`what`,
@@ -221,6 +240,8 @@ impl FdBlocker {
         fid: *mut ofi::fid,
         what: &str,
         cap: Option<Duration>,
+        room: std::sync::Arc<Room>,
+        closing: *const parking_lot::RwLock<()>,
     ) -> Result<FdBlocker, c_int> {
         let mut fd: c_int = -1;
         if let Err(e) = ffi::wrote(control_getwait(fid, &mut fd), fd >= 0) {
@@ -233,6 +254,9 @@ impl FdBlocker {
             fd,
             cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
             warned: AtomicBool::new(false),
+            no_trywait: AtomicBool::new(false),
+            closing,
+            room,
         })
     }
 
@@ -244,6 +268,19 @@ impl FdBlocker {
     /// The fd the core makes readable.
     pub fn fd(&self) -> RawFd {
         self.fd
+    }
+
+    /// Never calls the core's `fi_trywait` on this object again (an endpoint whose fid the core
+    /// keeps in it is closing), and bounds every sleep by `cap` instead. Called under the
+    /// domain's closing lock, which arming also takes.
+    pub fn forget_trywait(&self, cap: Duration) {
+        if !self.no_trywait.swap(true, SeqCst) {
+            fi_info!(
+                Cntr,
+                "an endpoint bound to this counter closed: the core keeps it in the wait set, so waits no longer arm it and re-check every {cap:?}"
+            );
+        }
+        self.cap(cap);
     }
 
     /// Bounds every sleep from now on (never loosens an existing bound).
@@ -297,6 +334,12 @@ impl Blocker for FdBlocker {
         let Some(trywait) = self.core.trywait else {
             return true;
         };
+        // Not while the core closes an endpoint (whose fid the core may keep in this object).
+        // SAFETY: the domain's home, which owns the lock, outlives its blockers.
+        let _open = unsafe { &*self.closing }.read_recursive();
+        if self.no_trywait.load(SeqCst) {
+            return true;
+        }
         let mut fid = self.fid;
         // SAFETY: the core's own trywait on its own object.
         match unsafe { trywait(self.core.fabric, &mut fid, 1) } {
@@ -320,6 +363,19 @@ impl Blocker for FdBlocker {
         let limit = sleep_for(until, self.cap_ns.load(SeqCst));
         sleep_until_readable(self.fd, kick.as_raw_fd(), limit);
     }
+
+    fn room(&self) -> Option<&Room> {
+        Some(&self.room)
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.fd)
+    }
+
+    fn max_sleep(&self) -> Option<Duration> {
+        let ns = self.cap_ns.load(SeqCst);
+        (ns != 0).then(|| Duration::from_nanos(ns))
+    }
 }
 
 /// Sleeps in the core counter's own `fi_cntr_wait` (sockets), which its progress thread wakes
@@ -333,11 +389,6 @@ pub struct CntrWaitBlocker {
     /// sockets' wait returns -FI_EAVAIL at once, for ever, after its first error: from then on
     /// waits sleep [`AFTER_ERROR`] between pulls.
     errored: AtomicBool,
-    /// The core's wait returns -FI_EAVAIL for ever after an error (sockets'), rather than for
-    /// an error counted during that wait (util counters': tcp's).
-    errors_stick: bool,
-    /// A thread of the core's own counts (sockets' progress thread): waiters block at once.
-    core_thread_counts: bool,
 }
 
 /// The longest sleep of a wait on a sockets counter that has had an error (see
@@ -356,22 +407,11 @@ impl Default for CntrWaitBlocker {
             cntr: Default::default(),
             bias: Default::default(),
             errored: AtomicBool::new(false),
-            errors_stick: true,
-            core_thread_counts: true,
         }
     }
 }
 
 impl CntrWaitBlocker {
-    /// For a util counter (tcp's), whose wait reports only the errors counted during it.
-    pub fn for_util_counter() -> Self {
-        CntrWaitBlocker {
-            errors_stick: false,
-            core_thread_counts: false,
-            ..Default::default()
-        }
-    }
-
     /// The core counter to sleep in, and where the rscntr counter keeps the bias.
     ///
     /// # Safety
@@ -417,7 +457,7 @@ impl Blocker for CntrWaitBlocker {
             l.as_micros().div_ceil(1000).min(i32::MAX as u128) as c_int
         });
         // SAFETY: the core's own wait on its own counter.
-        if unsafe { wait(c, token.0.wrapping_add(1), ms) } == err::EAVAIL && self.errors_stick {
+        if unsafe { wait(c, token.0.wrapping_add(1), ms) } == err::EAVAIL {
             fi_info!(
                 Cntr,
                 "the core's counter reports an error on every wait from now on; waits on it poll every {AFTER_ERROR:?}"
@@ -442,9 +482,8 @@ impl Blocker for CntrWaitBlocker {
     }
 
     fn worth_spinning(&self) -> bool {
-        // sockets' progress thread counts; spinning here would take its CPU. Over tcp the
-        // waiter's own pulls run the progress, as before it sleeps on the progress fd.
-        !self.core_thread_counts
+        // sockets' progress thread counts; spinning here would take its CPU.
+        false
     }
 }
 

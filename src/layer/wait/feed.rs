@@ -47,6 +47,9 @@ pub struct CoreFeed {
     /// The FI_PEER context the core counter was opened with: a core may keep it (libfabric's
     /// util counters make it their fid's context), so it lives as long as the core counter.
     _peer_context: PeerContext,
+    /// The ops table the core counter points at when rscntr counts its adds itself (tcp: see
+    /// [`count_through_peer`]); lives as long as the core counter.
+    _counted_ops: Option<Box<ofi::fi_ops_cntr>>,
 }
 
 /// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.
@@ -105,20 +108,13 @@ impl BindHook for CoreWaits<'_> {
 /// ([`new_feed`]). When the core refuses a step, an info line says so and waits fall back: in
 /// the end they yield between progress calls.
 fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<CoreFeed>, c_int> {
-    // An FI_WAIT_FD counter hands the progress fd to the application's poll() (its epoll
-    // set), with no rscntr thread: it keeps the shared progress fd.
-    if core.plan == Plan::ProgressFd
-        && request.wait_fd.is_none()
-        && let Some(feed) = open_core_cntr_with_fd(core, request)?
-    {
-        return Ok(feed);
-    }
     // What the core blocks on for this counter, opened.
     let plan = core.plan;
     let made = match plan {
         Plan::ProgressFd => core.progress_blocker().map(CoreBlocker::Fd),
         Plan::FdSet { cap, .. } => {
-            FdBlocker::wait_set(core.fabric, cap).map(|b| CoreBlocker::Fd(Arc::new(b)))
+            FdBlocker::wait_set(core.fabric, cap, core.room.clone(), core.closing)
+                .map(|b| CoreBlocker::Fd(Arc::new(b)))
         }
         Plan::CoreWait => Ok(CoreBlocker::Cntr(CntrWaitBlocker::default())),
         Plan::Yield => Ok(CoreBlocker::Yield),
@@ -149,34 +145,6 @@ fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<Cor
     Ok(new_feed(core, request, out, blocker, shared))
 }
 
-/// tcp: the core counter opened with a wait fd of its own (which holds the domain's progress
-/// fd and is signalled by every count the core makes into it, in whichever thread runs the
-/// progress), waiters sleeping in the core counter's own `fi_cntr_wait`. Sleeping on the shared
-/// progress fd alone lost wakeups when another thread's progress drained the socket and
-/// counted: bench/growth.c found a waiter among 4 to 64 asleep until its 50 ms re-check.
-/// None when the core refuses (the caller then uses the shared progress fd).
-fn open_core_cntr_with_fd(
-    core: &CoreWaits<'_>,
-    request: &FeedRequest,
-) -> Result<Option<Box<CoreFeed>>, c_int> {
-    match open_core_cntr_on(core, request, Wait::Fd) {
-        Ok(opened) => Ok(Some(new_feed(
-            core,
-            request,
-            opened,
-            CoreBlocker::Cntr(core_wait::CntrWaitBlocker::for_util_counter()),
-            false,
-        ))),
-        Err(e) => {
-            fi_info!(
-                Cntr,
-                "the core cannot open a counter with a wait fd ({e}); waits sleep on the progress fd"
-            );
-            Ok(None)
-        }
-    }
-}
-
 /// The feed of a core counter just opened, sleeping on `blocker`, armed: the core's fd in the
 /// epoll set the application polls, the core counter handed to a blocker that sleeps in it.
 fn new_feed(
@@ -186,6 +154,12 @@ fn new_feed(
     blocker: CoreBlocker,
     shared: bool,
 ) -> Box<CoreFeed> {
+    // tcp counts into its own counter through the counter's ops, whatever it was opened with:
+    // rscntr makes those counts go straight into the rscntr counter (see `count_through_peer`).
+    let counted_ops = (core.plan == Plan::ProgressFd)
+        // SAFETY: the core counter was just opened with its peer context and is bound to
+        // nothing yet; the ops live in the feed, as long as the core counter.
+        .then(|| unsafe { count_through_peer(out) });
     let mut fd_exported = false;
     if let (Some(ep), CoreBlocker::Fd(b)) = (request.wait_fd, &blocker) {
         match epoll_add(ep, b.fd()) {
@@ -215,6 +189,7 @@ fn new_feed(
         watcher_may_progress: core.watcher_may_progress,
         closing: core.closing,
         _peer_context: peer_context,
+        _counted_ops: counted_ops,
     });
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
@@ -229,7 +204,6 @@ fn new_feed(
 enum Wait {
     None,
     Set(*mut ofi::fid_wait),
-    Fd,
 }
 
 impl From<*mut ofi::fid_wait> for Wait {
@@ -252,7 +226,6 @@ fn open_core_cntr_on(
     let (wait_obj, wait_set) = match wait.into() {
         Wait::None => (ofi::fi_wait_obj_FI_WAIT_NONE, std::ptr::null_mut()),
         Wait::Set(set) => (ofi::fi_wait_obj_FI_WAIT_SET, set),
-        Wait::Fd => (ofi::fi_wait_obj_FI_WAIT_FD, std::ptr::null_mut()),
     };
     let mut attr = ofi::fi_cntr_attr {
         events: request.events,
@@ -272,9 +245,9 @@ fn open_core_cntr_on(
             .unwrap_or_else(|| unsafe { (core.cntr_open)(core.domain, attr, &mut out, context) });
         ffi::wrote(ret, !out.is_null()).map(|()| out)
     };
-    // tcp counts in its own counter whatever the flag, and its peer counters have no wait fd:
-    // a counter with a wait fd of its own is opened without.
-    if core.peer && wait_obj != ofi::fi_wait_obj_FI_WAIT_FD {
+    // FI_PEER where the core takes it (tcp takes the flag but keeps counting through its
+    // counter's ops, which `count_through_peer` then hooks).
+    if core.peer {
         attr.flags = ofi::FI_PEER;
         let peer = (&mut *ctx as *mut peer_sys::fi_peer_cntr_context).cast();
         match open(&mut attr, peer) {
@@ -288,7 +261,10 @@ fn open_core_cntr_on(
         }
         attr.flags = 0;
     }
-    open(&mut attr, std::ptr::null_mut())
+    // The peer context is the counter's context even without FI_PEER: util counters keep it as
+    // their fid's context, where `count_through_peer`'s ops find the rscntr counter.
+    let peer = (&mut *ctx as *mut peer_sys::fi_peer_cntr_context).cast();
+    open(&mut attr, peer)
         .inspect_err(|ret| {
             fi_warn!(
                 Cntr,
@@ -413,6 +389,23 @@ impl Feed for CoreFeed {
         self.unenabled.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// rxm leaves the closing endpoint's CQ in the counter's wait set (it adds the fid at
+    /// FI_ENABLE and never removes it: `rxm_ep_wait_fd_add`, no `ofi_wait_del_fid` in rxm), so
+    /// the wait set's `fi_trywait` would call into the freed endpoint: from now on this
+    /// counter's waits never arm it and re-check every [`core_wait::LATE_BIND_CAP`].
+    fn binding_closing(&self) {
+        if let (
+            Plan::FdSet {
+                fds_at_enable: true,
+                ..
+            },
+            CoreBlocker::Fd(b),
+        ) = (self.plan, &self.blocker)
+        {
+            b.forget_trywait(core_wait::LATE_BIND_CAP);
+        }
+    }
+
     fn close(&self) -> Result<(), c_int> {
         let core = self.core_cntr.load(Ordering::Acquire);
         if core.is_null() {
@@ -464,4 +457,64 @@ fn take_increase(seen: &AtomicU64, now: u64, add: impl FnOnce(u64)) {
     {
         add(delta);
     }
+}
+
+/// Points a core counter at a copy of its ops whose `add` and `adderr` count into the rscntr
+/// counter through the peer fid of the context it was opened with, as an FI_PEER core does,
+/// instead of into the core counter. For tcp, which counts every completion with its
+/// counter's own `add`/`adderr` ops (`ofi_cntr_inc`, `xnet_cntr_incerr`) and keeps FI_PEER
+/// counters only for reads: a completion made by any thread's progress then reaches the rscntr
+/// counter, and wakes the one thread waiting on it, at once; the core counter stays at zero, so
+/// [`Feed::sync`] takes nothing in twice, and reading it still drives the core's progress.
+///
+/// # Safety
+/// `cntr` is a core counter just opened with a `fi_peer_cntr_context` as its context, used by
+/// nothing yet; the returned table must outlive it.
+unsafe fn count_through_peer(cntr: *mut ofi::fid_cntr) -> Box<ofi::fi_ops_cntr> {
+    // SAFETY: caller's contract: an open core counter with its ops table.
+    let mut ops = Box::new(unsafe { *(*cntr).ops });
+    ops.add = Some(counted_add);
+    ops.adderr = Some(counted_adderr);
+    // SAFETY: as above; nothing calls the counter's ops yet.
+    unsafe { (*cntr).ops = &mut *ops };
+    ops
+}
+
+/// The peer fid of a core counter that `count_through_peer` hooked.
+///
+/// # Safety
+/// `cntr` is such a counter.
+unsafe fn peer_of(cntr: *mut ofi::fid_cntr) -> Option<*mut peer_sys::fid_peer_cntr> {
+    // SAFETY: caller's contract: its context is the peer context it was opened with.
+    let ctx = unsafe { cntr.as_ref() }?.fid.context as *const peer_sys::fi_peer_cntr_context;
+    // SAFETY: as above; the context lives in the feed as long as the core counter.
+    let peer = unsafe { ctx.as_ref() }?.cntr;
+    (!peer.is_null()).then_some(peer)
+}
+
+/// Counts `n` through the peer fid's owner ops (`inc`, or `incerr` when `err`).
+fn count_into_peer(cntr: *mut ofi::fid_cntr, n: u64, err: bool) -> c_int {
+    // SAFETY: called by the core on a counter hooked by count_through_peer.
+    let Some(peer) = (unsafe { peer_of(cntr) }) else {
+        fi_warn!(Cntr, "a hooked core counter without its peer context");
+        return ffi::err::EINVAL;
+    };
+    // SAFETY: the peer fid is the rscntr counter's, alive while its core counter is.
+    let owner = unsafe { &*(*peer).owner_ops };
+    let op = if err { owner.incerr } else { owner.inc };
+    if let Some(op) = op {
+        for _ in 0..n {
+            // SAFETY: the rscntr counter's own owner op on its own peer fid.
+            unsafe { op(peer) };
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn counted_add(cntr: *mut ofi::fid_cntr, value: u64) -> c_int {
+    crate::ffi_boundary! { count_into_peer(cntr, value, false) }
+}
+
+unsafe extern "C" fn counted_adderr(cntr: *mut ofi::fid_cntr, value: u64) -> c_int {
+    crate::ffi_boundary! { count_into_peer(cntr, value, true) }
 }
