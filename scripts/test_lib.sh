@@ -128,6 +128,20 @@ prov_test_over_cores() { # <libdir> <core...>: every prov_test program over each
     return $ok
 }
 
+# A reader spinning only on fi_cntr_read sees every completion, many endpoints bound to its
+# counter (prov_test/spin_read.c; reads drive a bounded part of the core's progress, see
+# src/engine/lanes.rs), in a namespace with only loopback.
+spin_read_over_cores() { # <libdir>
+    local lib=$1 ok=0 spec core eps
+    prov_test/run.sh --build-only || return 1
+    for spec in shm:256 tcp:128 "tcp;ofi_rxm:64"; do
+        core=${spec%:*} eps=${spec##*:}
+        LD_LIBRARY_PATH=$lib FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core SPIN_READ_EPS=$eps \
+            timeout 300 prov_test/loopback_only.sh "$ROOT/target/prov_test/spin_read" || ok=1
+    done
+    return $ok
+}
+
 # A 2-rank MPI program over rscntr (prov_test/mpi/mpi_rscntr.c). For MPICH, the log must show
 # MPICH's RMA completion counter (bound with FI_READ|FI_WRITE) is an rscntr counter.
 mpich_over_rscntr() { # [VAR=value...]
