@@ -116,6 +116,7 @@ static void *helper_reader(void *arg)
 	double t0 = now_ms();
 	while (fi_cntr_read(cntr) < want && now_ms() - t0 < TIMEOUT_MS && !atomic_load(&stop))
 		atomic_fetch_add(&helper_reads, 1);
+	atomic_fetch_add(&helper_reads, 1); /* started, even when the first read saw them all */
 	return NULL;
 }
 
@@ -244,6 +245,9 @@ static void run(void)
 		uint64_t want2 = want + BURST;
 		pthread_t h;
 		pthread_create(&h, NULL, helper_reader, &want2);
+		/* both readers spin before the burst starts */
+		for (double t = now_ms(); !atomic_load(&helper_reads) && now_ms() - t < 1000;)
+			(void) fi_cntr_read(cntr);
 		atomic_store(&to_send, (int) want2);
 		double t0 = now_ms();
 		uint64_t v = spin_until(want2, TIMEOUT_MS);
