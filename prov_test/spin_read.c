@@ -5,9 +5,9 @@
  * FI_RECV to ONE counter (FI_WAIT_NONE, so nothing but reads can drive it); an endpoint of
  * another domain sends to them from a thread of its own, which drives only its own domain.
  * The receiving domain is driven by nothing but the reader's fi_cntr_read (its CQs are never
- * read: FI_SELECTIVE_COMPLETION). rscntr drives a part of the core's progress per read
- * (src/engine/lanes.rs): a read that drove too little, or skipped the progress for good,
- * would leave a message uncounted, and this times out.
+ * read: FI_SELECTIVE_COMPLETION). rscntr's reads drive the core's progress on a duty cycle
+ * (src/engine/duty.rs): a read that skipped the progress for good, or one reader's turn that
+ * never ended, would leave a message uncounted, and this times out.
  *
  *  1. one message at a time, each to a different endpoint in a scattered order: the reader
  *     spins until the count moves by one (10 s at most each);
