@@ -4,8 +4,8 @@
 //! Over a util-based core (shm, `…;ofi_rxm`, `…;ofi_rxd`) reading the core counter runs the
 //! progress of every endpoint bound to it, so a read of a counter bound to N endpoints costs N
 //! endpoint progresses. With a [`DutyCycle`] a read drives that progress only once the time
-//! since the last read's progress ended is at least [`PAUSE_RATIO`] times what that progress
-//! took (capped at [`MAX_PAUSE_NS`]), and only one reader at a time; the others return the
+//! since the last read's progress ended is at least [`PAUSE_NUM`]/[`PAUSE_DEN`] times what that
+//! progress took (capped at [`MAX_PAUSE_NS`]), and only one reader at a time; the others return the
 //! counter as it is (what the core delivered is in it already: such cores count straight into
 //! the rscntr counter). A thread that spins on reads then spends at most about half its time
 //! in the core's progress and every read between costs a clock read, so amortised reads are
@@ -24,9 +24,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// A read drives the core's progress once the time since the last one ended is at least this
-/// many times what it took.
-pub const PAUSE_RATIO: u64 = 1;
+/// A read drives the core's progress once the time since the last one ended is at least
+/// PAUSE_NUM / PAUSE_DEN times what it took.
+pub const PAUSE_NUM: u64 = 1;
+pub const PAUSE_DEN: u64 = 1;
 
 /// The longest a read holds back the core's progress after the last one (ns): however long
 /// that progress took (a reader preempted in it), a spinning reader drives it again within
@@ -63,8 +64,9 @@ impl DutyCycle {
         let pause = self
             .cost
             .load(Ordering::Relaxed)
-            .saturating_mul(PAUSE_RATIO)
-            .min(MAX_PAUSE_NS);
+            .saturating_mul(PAUSE_NUM)
+            / PAUSE_DEN;
+        let pause = pause.min(MAX_PAUSE_NS);
         let last = self.last_end.load(Ordering::Relaxed);
         // (A `now` before `last`: another reader's progress ended after this read began.)
         if now < last.saturating_add(pause) {
