@@ -21,9 +21,12 @@
 //! cheaper per endpoint than the same endpoints driven group by group. So a read that drives
 //! progress drives all of it, and the duty cycle bounds how often.
 //!
+//! While the progress is cheap (under [`MIN_COST_NS`]: a few endpoints) reads drive it every
+//! time as they always did, untimed, one in [`SAMPLE`] timed to notice it growing.
+//!
 //! No libfabric in here: times are nanoseconds on whatever monotonic clock the caller keeps.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// A read drives the core's progress once the time since the last one ended is at least
 /// PAUSE_NUM / PAUSE_DEN times what it took.
@@ -35,6 +38,23 @@ pub const PAUSE_DEN: u64 = 2;
 /// this.
 pub const MAX_PAUSE_NS: u64 = 50_000;
 
+/// Below this smoothed cost (ns: a few endpoints) a read drives the core as it always did, with
+/// no clock read and no pause, but one such read in [`SAMPLE`] is timed, to notice the cost
+/// growing: reads of a counter bound to one endpoint cost what they did, and a pingpong sees
+/// no pause.
+pub const MIN_COST_NS: u64 = 1_000;
+pub const SAMPLE: u32 = 64;
+
+/// What a read does.
+pub enum Read {
+    /// Drive the core's progress, untimed.
+    Drive,
+    /// Drive it and time it: hand the turn back to [`DutyCycle::end`].
+    Timed(Turn),
+    /// Return the counter as it is.
+    Skip,
+}
+
 /// When reads drive the core's progress (see the module doc). Times are ns on any monotonic
 /// clock the caller keeps.
 #[derive(Debug, Default)]
@@ -45,6 +65,8 @@ pub struct DutyCycle {
     last_end: AtomicU64,
     /// What a read's progress takes, smoothed.
     cost: AtomicU64,
+    /// Reads since the last timed one while the progress is cheap.
+    untimed: AtomicU32,
 }
 
 /// Proof that this read drives progress; hand it back to [`DutyCycle::end`].
@@ -58,7 +80,23 @@ impl DutyCycle {
         Self::default()
     }
 
-    /// A read at `now`: Some when it drives progress (then [`end`](Self::end) it), None when
+    /// A read, `clock` giving the time if the read needs it.
+    pub fn read(&self, clock: impl FnOnce() -> u64) -> Read {
+        if self.cost.load(Ordering::Relaxed) < MIN_COST_NS
+            && !self
+                .untimed
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(SAMPLE)
+        {
+            return Read::Drive;
+        }
+        match self.begin(clock()) {
+            Some(turn) => Read::Timed(turn),
+            None => Read::Skip,
+        }
+    }
+
+    /// A read at `now`, timed: Some when it drives progress (then [`end`](Self::end) it), None when
     /// it returns the counter as it is, the progress having run less than its cost ago, or
     /// running in another reader.
     pub fn begin(&self, now: u64) -> Option<Turn> {
@@ -124,6 +162,50 @@ mod tests {
         d.end(t, end);
         assert!(d.begin(end + pause(4_000) - 1).is_none());
         assert!(d.begin(end + pause(4_000)).is_some());
+    }
+
+    #[test]
+    fn cheap_progress_is_driven_untimed_but_sampled() {
+        let d = DutyCycle::new();
+        let clock_reads = std::cell::Cell::new(0u32);
+        let mut now = 0u64;
+        let mut tick = || {
+            clock_reads.set(clock_reads.get() + 1);
+            now += 100;
+            now
+        };
+        for _ in 0..(4 * SAMPLE) {
+            match d.read(&mut tick) {
+                Read::Drive => {}
+                Read::Timed(t) => {
+                    let end = tick();
+                    d.end(t, end); // took 100 ns
+                }
+                Read::Skip => panic!("a cheap progress is never skipped"),
+            }
+        }
+        // one timed read per SAMPLE, two clock reads each
+        assert_eq!(clock_reads.get(), 2 * 4);
+        assert_eq!(d.cost(), 100);
+    }
+
+    #[test]
+    fn a_costly_progress_times_every_read() {
+        let d = DutyCycle::new();
+        let Read::Timed(t) = d.read(|| 0) else {
+            panic!("the first read is timed");
+        };
+        d.end(t, MIN_COST_NS * 4);
+        // every read now reads the clock, and skips within the pause
+        let mut clocked = 0;
+        for _ in 0..10 {
+            let r = d.read(|| {
+                clocked += 1;
+                MIN_COST_NS * 4 + 1
+            });
+            assert!(matches!(r, Read::Skip));
+        }
+        assert_eq!(clocked, 10);
     }
 
     #[test]

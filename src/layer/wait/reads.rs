@@ -4,7 +4,7 @@
 //! `…;ofi_rxm`, `…;ofi_rxd`) keeps one, and `fi_cntr_read`/`fi_cntr_readerr` drive the core
 //! only when it says so. Waits, the watcher and `fi_trywait` always drive it.
 
-use crate::engine::duty::{DutyCycle, Turn};
+use crate::engine::duty::{DutyCycle, Read, Turn};
 use std::time::Instant;
 
 pub struct ReadDuty {
@@ -22,8 +22,13 @@ impl ReadDuty {
 
     /// Runs `drive` (the core's progress) if this read is due to; true when it ran.
     pub fn read(&self, drive: impl FnOnce()) -> bool {
-        let Some(turn) = self.duty.begin(self.now()) else {
-            return false;
+        let turn = match self.duty.read(|| self.now()) {
+            Read::Drive => {
+                drive();
+                return true;
+            }
+            Read::Skip => return false,
+            Read::Timed(turn) => turn,
         };
         // Ends the turn even if `drive` unwinds (the ffi boundary catches it): a turn never
         // ended would keep every later read from driving.
