@@ -90,6 +90,8 @@ valgrind)
     vg shm trigger       # triggered operations, deferred work, the CQ filter
     vg sockets trigger
     vg shm auto_progress # FI_PROGRESS_AUTO: the watcher reads a driven domain's CQs
+    vg shm spin_read SPIN_READ_EPS=8 # reads on a duty cycle, two readers racing for a turn
+    vg tcp spin_read SPIN_READ_EPS=8
     # fi_cntr_test passes vacuously when cntr_cnt is 0: demand its PASS line too
     fct() {
         local out rc
