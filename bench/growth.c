@@ -37,8 +37,14 @@
  *          idle_cpu_us <median> woke <median others woken> idle_woke <..> wakes <median> idle_wakes <..>
  * endpoints: as waiters, but N endpoints bound FI_RECV to ONE counter and one waiting thread;
  *   the message goes to endpoint (sample mod N). Afterwards (no waiter) the cost of
- *   fi_cntr_read on that counter: median of 5 batches of 500 reads. Prints the wake line and
+ *   fi_cntr_read on that counter: median of 5 batches of 500 reads; then the spinning reader:
+ *   per sample (2s of them, after SPIN_SETTLE_MS idle) the receiver's main thread tells the
+ *   sender to send one message to a pseudo-random endpoint (the same sequence in every run:
+ *   where the message lands among the endpoints is not tied to the sample before) and spins on
+ *   fi_cntr_read (nothing else drives progress) until the counter moves; the latency is its
+ *   clock then minus the time in the payload. Prints the wake line and
  *     read_ns n=<N> <per read>
+ *     spin n=<N> samples=<s> lat_us <median> <p90> <max> reads <median reads per sample>
  * -a none: no address in fi_getinfo (shm: an address names its region, shared by every endpoint).
  * Other lines: "error <what>" (setup failed), "noresult <why>". The program never judges.
  */
@@ -73,6 +79,7 @@
 #define MSG_SIZE 64
 #define SETTLE_MS 40
 #define WAIT_MS 2000
+#define SPIN_SETTLE_MS 5
 
 static const char *prov = "rscntr", *addr = "127.0.0.1", *mode = "waiters";
 static int n = 1, bound, samples = 30, window_ms = 25;
@@ -331,7 +338,9 @@ static int receiver_setup(void)
 	eps = calloc((size_t) nep, sizeof(*eps));
 	cqs = calloc((size_t) nep, sizeof(*cqs));
 	cntrs = calloc((size_t) nw, sizeof(*cntrs));
-	per_ep = samples / nep + 3; /* the warm-up message, the samples, one spare */
+	/* the warm-up message, the samples, one spare (and in endpoints mode room for all the
+	 * spinning reader's samples on any one endpoint) */
+	per_ep = samples / nep + 3 + (one_cntr ? 2 * samples : 0);
 	rxbufs = aligned_alloc(4096, ((size_t) nep * per_ep * MSG_SIZE + 4095) / 4096 * 4096);
 	memset(rxbufs, 0, (size_t) nep * per_ep * MSG_SIZE);
 	rxctx = calloc((size_t) nep * per_ep, sizeof(*rxctx));
@@ -414,6 +423,47 @@ static int await_returns(int w, uint64_t want, int ms)
 			return -1;
 		sleep_ms(1);
 	}
+	return 0;
+}
+
+/* The spinning reader (endpoints mode, after the waiter has left): see the top comment. The
+ * samples' messages land in each endpoint's receive slots after the wake samples'. */
+static int spin_reader(void)
+{
+	int spins = 2 * samples;
+	double *lat = calloc((size_t) spins, sizeof(double));
+	double *reads = calloc((size_t) spins, sizeof(double));
+	int *used = calloc((size_t) nep, sizeof(int)); /* receive slots used per endpoint */
+	for (int e = 0; e < nep; e++) /* the warm-up message and the wake samples' */
+		used[e] = 1 + samples / nep + (e < samples % nep);
+	uint32_t rnd = 12345;
+	for (int s = 0; s < spins; s++) {
+		rnd = rnd * 1103515245u + 12345u;
+		int target_ep = (int) ((rnd >> 8) % (uint32_t) nep);
+		if (used[target_ep] >= per_ep - 1) /* keep one spare */
+			target_ep = s % nep;
+		size_t slot = (size_t) target_ep * per_ep + (size_t) used[target_ep]++;
+		sleep_ms(SPIN_SETTLE_MS);
+		uint64_t v0 = fi_cntr_read(cntrs[0]), v, k = 0;
+		if (send_cmd('s', (uint32_t) target_ep))
+			return printf("noresult sender gone\n"), -1;
+		uint64_t give_up = now_ns() + 5000000000ull;
+		do {
+			v = fi_cntr_read(cntrs[0]);
+			k++;
+		} while (v == v0 && (k & 1023 || now_ns() < give_up));
+		uint64_t seen = now_ns();
+		if (v == v0)
+			return printf("noresult spin sample %d: the read never saw the message\n", s), -1;
+		uint64_t ts;
+		memcpy(&ts, rxbufs + slot * MSG_SIZE, sizeof(ts));
+		lat[s] = ts ? (double) (seen - ts) / 1e3 : -1;
+		reads[s] = (double) k;
+	}
+	qsort(lat, (size_t) spins, sizeof(double), cmp_double);
+	qsort(reads, (size_t) spins, sizeof(double), cmp_double);
+	printf("spin n=%d samples=%d lat_us %.1f %.1f %.1f reads %.0f\n", n, spins, lat[spins / 2],
+	       lat[(int) (spins * 0.9)], lat[spins - 1], reads[spins / 2]);
 	return 0;
 }
 
@@ -520,6 +570,8 @@ static int receiver(void)
 		}
 		qsort(batch, 5, sizeof(double), cmp_double);
 		printf("read_ns n=%d %.0f\n", n, batch[2]);
+		if (spin_reader())
+			return -1;
 	}
 	send_cmd('q', 0);
 	return 0;

@@ -3,6 +3,8 @@
 
     growth_report.py <raw dir> <docs dir>
 
+When the run measured only some modes (scripts/bench_growth.sh -m), the report has only their
+sections and is written into the raw dir instead (docs/growth.md stays one whole run).
 Plain python3, no third-party module: the plots are SVG written by hand."""
 import math
 import os
@@ -39,6 +41,10 @@ def parse(path):
             out["wake"] = d
         elif w[0] == "read_ns":
             out["read_ns"] = float(w[2])
+        elif w[0] == "spin":
+            i = w.index("lat_us")
+            out["spin"], out["spin90"], out["spinmax"] = map(float, w[i + 1:i + 4])
+            out["spin_reads"] = float(w[w.index("reads") + 1])
         elif w[0] in ("error", "noresult", "exit", "sender"):
             out.setdefault("error", line.strip())
     return out
@@ -105,7 +111,7 @@ def svg_plot(path, title, xlabel, ylabel, series, logy=True):
         d = [(fx(x), fy(y)) for x, y in data if y is not None and y > 0]
         if not d:
             continue
-        dash = ' stroke-dasharray="5,4"' if dashed else ""
+        dash = f' stroke-dasharray="{dashed}"' if isinstance(dashed, str) else ' stroke-dasharray="5,4"' if dashed else ""
         o.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="' +
                  " ".join(f"{x:.1f},{y:.1f}" for x, y in d) + '"/>')
         for x, y in d:
@@ -128,6 +134,10 @@ def main():
         k, _, v = line.strip().partition(" ")
         meta[k] = v
     cores = meta.get("cores", "tcp tcp;ofi_rxm shm").split()
+    modes = meta.get("modes", "objects waiters endpoints").split()
+    base = meta.get("base")  # rscntr from another build, beside in the endpoints mode
+    if set(modes) != {"objects", "waiters", "endpoints"}:
+        docs = raw
     get = lambda core, via, tag: parse(os.path.join(raw, f"{core.replace(';', '_')}-{via}-{tag}.txt"))
     md = []
     md.append("# Cost growth (issue 18)\n")
@@ -140,8 +150,24 @@ def main():
               "`core` is the core provider with its own counters (`-p <core>`), `rscntr` rscntr over it "
               "(`-p rscntr`, `FI_RSCNTR_CORE=<core>`): same program, same calls. "
               f"Ratios are largest/smallest case; those above the goal ({GOAL}×) are in bold.\n")
+    if base:
+        md.append(f"In section 3 `base` is rscntr {base} (its DSO built apart, `-B`), run beside the "
+                  "others in the same run.\n")
 
     # ---- 1. objects ------------------------------------------------------------------------
+    if "objects" in modes:
+        objects_section(md, cores, get)
+
+    # ---- 2 and 3. wakes -----------------------------------------------------------------------
+    wake_sections(md, cores, get, modes, base)
+    plots(md, docs, cores, get, modes, base)
+    open(os.path.join(docs, "growth.md"), "w").write("\n".join(md))
+
+
+NS_OBJ = [1, 16, 256, 1024, 4096]
+
+
+def objects_section(md, cores, get):
     md.append("## 1. Counters per domain\n")
     md.append("N counters (`FI_WAIT_UNSPEC`) opened in one domain, then closed: µs per counter for "
               "`fi_cntr_open`, `fi_ep_bind` and `fi_close`, the median of max(5, 1024/N) rounds after a "
@@ -154,7 +180,7 @@ def main():
               "`tcp;ofi_rxm` at 4096), the N/2 endpoints opened (not enabled) before the counters and "
               "measured apart (ep KiB = resident set per endpoint); the bind's time includes rscntr's "
               "core counter, opened at the first bind. *Unbound*: the counters alone.\n")
-    ns_obj = [1, 16, 256, 1024, 4096]
+    ns_obj = NS_OBJ
     for kind, tagp in (("unbound", "u"), ("bound", "b")):
         for core in cores:
             md.append(f"### {core}, {kind}\n")
@@ -198,15 +224,15 @@ def main():
                 rl.append(f"{via} N = {have[-1]} / N = {have[0]}: " + ", ".join(parts))
             md.append("\nRatios: " + "; ".join(rl) + ".\n")
 
-    # ---- 2 and 3. wakes -----------------------------------------------------------------------
+
+
+def wake_sections(md, cores, get, modes, base):
     def wake_section(title, mode, ns, intro):
         md.append(title + "\n")
         md.append(intro + "\n")
         for core in cores:
             md.append(f"### {core}\n")
             cols = ["lat µs", "p90 µs", "CPU µs", "idle CPU µs", "woke", "idle woke"]
-            if mode == "endpoints":
-                cols.append("read ns")
             head = "| N | " + " | ".join(f"{via} {c}" for via in VIAS for c in cols) + " |"
             md.append(head)
             md.append("|" + "---|" * (head.count("|") - 1))
@@ -222,8 +248,6 @@ def main():
                         continue
                     vals = [w["lat"], w["lat90"], w["cpu_us"], w["idle_cpu_us"], w["woke"], w["idle_woke"]]
                     cells += [fmt(v) for v in vals]
-                    if mode == "endpoints":
-                        cells.append(fmt(r.get("read_ns")))
                 md.append("| " + " | ".join(cells) + " |")
             rl = []
             for via in VIAS:
@@ -235,8 +259,6 @@ def main():
                 parts = [f"latency {rfmt(ratio(z['lat'], a['lat']))}",
                          f"CPU per window {rfmt(ratio(z['cpu_us'], a['cpu_us']))}",
                          f"idle CPU {rfmt(ratio(z['idle_cpu_us'], max(a['idle_cpu_us'], 1.0)))}"]
-                if mode == "endpoints":
-                    parts.append(f"read {rfmt(ratio(rz, ra))}")
                 parts.append(f"window − idle {fmt(exc(a), 0)} → {fmt(exc(z), 0)} µs")
                 parts.append(f"others woken {fmt(a['woke'], 0)} → {fmt(z['woke'], 0)}")
                 rl.append(f"{via} N = {have[-1]} / N = {have[0]}: " + ", ".join(parts))
@@ -252,20 +274,78 @@ def main():
               "least once in the window (context switches moved); *idle*: the same window without a "
               "message, right after (what the waiters cost without a completion; window − idle is "
               "noisy, a difference of two medians). ")
-    wake_section("## 2. Waiters per domain", "waiters", [1, 4, 16, 64],
+    if "waiters" in modes:
+        wake_section("## 2. Waiters per domain", "waiters", [1, 4, 16, 64],
                  "N threads, each in `fi_cntr_wait(FI_WAIT_UNSPEC, 2 s)` on its own counter bound "
                  "`FI_RECV` to its own endpoint, all in ONE domain; one message to endpoint (sample mod N). " + common +
                  "Over shm both yield between progress calls: they never sleep (woke is 0: a yield is no "
                  "voluntary context switch) and one waiter takes a whole core, two or more both cores (the "
                  "CPU column is the machine's 2 × 25 ms), so there the cost per window is bounded by the "
                  "machine, not by the number of waiters.")
+    if "endpoints" not in modes:
+        return
     wake_section("## 3. Endpoints per counter", "endpoints", [1, 16, 64, 256],
                  "N endpoints of one domain bound `FI_RECV` to ONE counter, one thread waiting on it; one "
                  "message to endpoint (sample mod N). " + common +
-                 "*read ns*: `fi_cntr_read` on that counter afterwards, no waiter, median of 5 batches of "
-                 "500 (it drives the progress of every bound endpoint).")
+                 "Reads of that counter, once the waiter has left, are in the next table.")
+    reads_section(md, cores, get, base)
 
-    # ---- plots -----------------------------------------------------------------------------
+
+def reads_section(md, cores, get, base):
+    vias = ("core",) + (("base",) if base else ()) + ("rscntr",)
+    ns = [1, 16, 64, 256]
+    md.append("### Reads\n")
+    md.append("The same runs, after the waiter has left (nothing else drives progress). *read ns*: "
+              "`fi_cntr_read` on the counter bound to the N endpoints, median of 5 batches of 500 "
+              "back-to-back reads (the mean read of a batch). *spin*: the spinning reader, per sample "
+              "(twice as many as the wake samples, 5 ms apart) the receiver's main thread has the sender send "
+              "one message to a pseudo-random endpoint (the same sequence in every run) and spins on "
+              "`fi_cntr_read` until the counter moves: "
+              "median (and p90) of its clock then minus the payload's time, µs; *reads*: median reads "
+              "per sample.\n")
+    for core in cores:
+        md.append(f"#### {core}\n")
+        cols = ["read ns", "spin µs", "spin p90 µs", "reads"]
+        head = "| N | " + " | ".join(f"{via} {c}" for via in vias for c in cols) + " |"
+        md.append(head)
+        md.append("|" + "---|" * (head.count("|") - 1))
+        rows = {}
+        for n in ns:
+            cells = [str(n)]
+            for via in vias:
+                r = get(core, via, f"endpoints-{n}")
+                rows[(via, n)] = r
+                if r.get("read_ns") is None:
+                    cells += [r.get("error", "no result").replace("|", "/")] + [""] * (len(cols) - 1)
+                    continue
+                cells += [fmt(r.get("read_ns")), fmt(r.get("spin")), fmt(r.get("spin90")),
+                          fmt(r.get("spin_reads"), 0)]
+            md.append("| " + " | ".join(cells) + " |")
+        rl = []
+        for via in vias:
+            have = [n for n in ns if rows.get((via, n), {}).get("read_ns") is not None]
+            if len(have) < 2:
+                continue
+            a, z = rows[(via, have[0])], rows[(via, have[-1])]
+            rl.append(f"{via} N = {have[-1]} / N = {have[0]}: read {rfmt(ratio(z['read_ns'], a['read_ns']))}, "
+                      f"spin {rfmt(ratio(z.get('spin'), a.get('spin')))}")
+        side = []
+        for n in ns:
+            r, c = rows.get(("rscntr", n), {}), rows.get(("core", n), {})
+            b = rows.get(("base", n), {})
+            part = [f"N = {n}: read/core {rfmt(ratio(r.get('read_ns'), c.get('read_ns')))}",
+                    f"spin/core {rfmt(ratio(r.get('spin'), c.get('spin')))}"]
+            if base:
+                part += [f"read/base {rfmt(ratio(r.get('read_ns'), b.get('read_ns')))}",
+                         f"spin/base {rfmt(ratio(r.get('spin'), b.get('spin')))}"]
+            side.append(", ".join(part))
+        md.append("\nRatios: " + "; ".join(rl) + ".\n")
+        md.append("rscntr beside the others: " + "; ".join(side) + ".\n")
+
+
+
+def plots(md, docs, cores, get, modes, base):
+    ns_obj = NS_OBJ
     plots = []
     def wake_plot(mode, ns, key, name, title, ylabel):
         series = []
@@ -279,31 +359,39 @@ def main():
                                via == "core", data))
         if svg_plot(os.path.join(docs, name), title, "N", ylabel, series):
             plots.append((name, title))
-    wake_plot("waiters", [1, 4, 16, 64], "lat", "growth_waiters_latency.svg",
-              "Waiters per domain: wake latency (median)", "µs")
-    wake_plot("waiters", [1, 4, 16, 64], "cpu_us", "growth_waiters_cpu.svg",
-              "Waiters per domain: CPU per 25 ms window with one completion", "µs")
-    wake_plot("endpoints", [1, 16, 64, 256], "lat", "growth_endpoints_latency.svg",
-              "Endpoints per counter: wake latency (median)", "µs")
-    series = []
-    for core in cores:
-        for via in VIAS:
-            series.append((f"{via} {core}", COLOURS.get(core, "black"), via == "core",
-                           [(n, get(core, via, f"endpoints-{n}").get("read_ns")) for n in [1, 16, 64, 256]]))
-    if svg_plot(os.path.join(docs, "growth_read.svg"), "Endpoints per counter: fi_cntr_read", "N", "ns", series):
-        plots.append(("growth_read.svg", "fi_cntr_read"))
+    if "waiters" in modes:
+        wake_plot("waiters", [1, 4, 16, 64], "lat", "growth_waiters_latency.svg",
+                  "Waiters per domain: wake latency (median)", "µs")
+        wake_plot("waiters", [1, 4, 16, 64], "cpu_us", "growth_waiters_cpu.svg",
+                  "Waiters per domain: CPU per 25 ms window with one completion", "µs")
+    if "endpoints" in modes:
+        wake_plot("endpoints", [1, 16, 64, 256], "lat", "growth_endpoints_latency.svg",
+                  "Endpoints per counter: wake latency (median)", "µs")
+        vias = ("core",) + (("base",) if base else ()) + ("rscntr",)
+        for key, name, title, unit in (("read_ns", "growth_read.svg", "Endpoints per counter: fi_cntr_read", "ns"),
+                                       ("spin", "growth_spin.svg",
+                                        "Spinning reader: send to seen (median)", "µs")):
+            series = []
+            for core in cores:
+                for via in vias:
+                    series.append((f"{via} {core}", COLOURS.get(core, "black"),
+                                   {"core": True, "base": "1,3", "rscntr": False}[via],
+                                   [(n, get(core, via, f"endpoints-{n}").get(key)) for n in [1, 16, 64, 256]]))
+            if svg_plot(os.path.join(docs, name), title, "N", unit, series):
+                plots.append((name, title))
     series = []
     for core in cores:
         for via in VIAS:
             series.append((f"{via} {core}", COLOURS.get(core, "black"), via == "core",
                            [(n, (get(core, via, f"objects-b-{n}").get("objects") or {}).get("heap_b")) for n in ns_obj]))
-    if svg_plot(os.path.join(docs, "growth_memory.svg"), "Bound counters: heap per counter", "N", "bytes", series):
+    if "objects" in modes and svg_plot(os.path.join(docs, "growth_memory.svg"),
+                                       "Bound counters: heap per counter", "N", "bytes", series):
         plots.append(("growth_memory.svg", "memory"))
     md.append("## Plots\n")
-    md.append("Dashed: the core's own counters; solid: rscntr over that core.\n")
+    md.append("Dashed: the core's own counters; dotted: `base` (rscntr before, where drawn); solid: "
+              "rscntr over that core.\n")
     for name, title in plots:
         md.append(f"![{title}]({name})\n")
-    open(os.path.join(docs, "growth.md"), "w").write("\n".join(md))
 
 
 if __name__ == "__main__":

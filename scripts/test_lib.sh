@@ -128,6 +128,21 @@ prov_test_over_cores() { # <libdir> <core...>: every prov_test program over each
     return $ok
 }
 
+# A reader spinning only on fi_cntr_read sees every completion, many endpoints bound to its
+# counter (prov_test/spin_read.c; reads drive the core's progress on a duty cycle, see
+# src/engine/duty.rs), in a namespace with only loopback (whose 1 GB /dev/shm holds 128 shm
+# endpoints and the sender, not 256).
+spin_read_over_cores() { # <libdir>
+    local lib=$1 ok=0 spec core eps
+    prov_test/run.sh --build-only || return 1
+    for spec in shm:128 tcp:128 "tcp;ofi_rxm:64"; do
+        core=${spec%:*} eps=${spec##*:}
+        LD_LIBRARY_PATH=$lib FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core SPIN_READ_EPS=$eps \
+            timeout 300 prov_test/loopback_only.sh "$ROOT/target/prov_test/spin_read" || ok=1
+    done
+    return $ok
+}
+
 # A 2-rank MPI program over rscntr (prov_test/mpi/mpi_rscntr.c). For MPICH, the log must show
 # MPICH's RMA completion counter (bound with FI_READ|FI_WRITE) is an rscntr counter.
 mpich_over_rscntr() { # [VAR=value...]

@@ -31,6 +31,8 @@ step prov "prov_test over each core, libfabric 2.1 --enable-debug (asserts on)" 
     prov_test_over_cores "$LF21D" none shm tcp "tcp;ofi_rxm" udp sockets
 step prov "prov_test over the other cores (none, tcp;ofi_rxm, sockets, udp;ofi_rxd, udp)" \
     prov_test_over_cores "$LF21" none "tcp;ofi_rxm" sockets "udp;ofi_rxd" udp
+step prov "a reader spinning on fi_cntr_read sees every completion: 128/128/64 endpoints on one counter over shm, tcp, tcp;ofi_rxm" \
+    spin_read_over_cores "$LF21"
 step prov "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
 step prov "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh "$LF25"
 

@@ -41,6 +41,12 @@ pub trait Feed: Send + Sync {
     fn core_cntr(&self) -> *mut ofi::fid_cntr;
     /// Drives the core's progress and takes in what it counted, unless not [`live`](Feed::live).
     fn sync(&self, tally: &dyn Tally, errors_too: bool);
+    /// What `fi_cntr_read`/`fi_cntr_readerr` drive: a bounded part of the core's progress
+    /// whose cost does not grow with the endpoints bound, and every count the core has
+    /// delivered already. By default all of [`sync`](Feed::sync).
+    fn sync_read(&self, tally: &dyn Tally, errors_too: bool) {
+        self.sync(tally, errors_too)
+    }
     /// True when the core may count and pulling drives its progress: every endpoint the
     /// counter is bound to is enabled.
     fn live(&self) -> bool;

@@ -111,6 +111,15 @@ impl<B: Backing> Cntr<B> {
         }
     }
 
+    /// What a read drives: a bounded part of the core's progress (see [`Feed::sync_read`]).
+    #[inline]
+    pub(super) fn sync_read(&self, errors_too: bool) {
+        match self.feed() {
+            Some(feed) => feed.sync_read(self.engine.counter(), errors_too),
+            None => self.home().drive_unbound(),
+        }
+    }
+
     /// The feed, when the core may count into this counter and pulling it drives progress.
     fn live_feed(&self) -> Option<&dyn Feed> {
         self.feed().filter(|f| f.live())

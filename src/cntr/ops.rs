@@ -188,7 +188,7 @@ unsafe extern "C" fn cntr_read<B: Tables>(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: libfabric passes the fid it got from us; a bad fid reads as 0.
         unsafe { get::<B>(cntr) }.map_or(0, |c| {
-            c.sync(false);
+            c.sync_read(false);
             c.engine.counter().read()
         })
     }
@@ -198,7 +198,7 @@ unsafe extern "C" fn cntr_readerr<B: Tables>(cntr: *mut ofi::fid_cntr) -> u64 {
     crate::ffi_boundary! {
         // SAFETY: as in cntr_read.
         unsafe { get::<B>(cntr) }.map_or(0, |c| {
-            c.sync(true);
+            c.sync_read(true);
             c.engine.counter().read_err()
         })
     }

@@ -9,6 +9,7 @@
 
 pub mod backoff;
 mod counter;
+pub mod duty;
 mod eventfd;
 pub mod progress;
 pub mod source;

@@ -11,6 +11,7 @@
 use super::blocker::{
     self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Plan, epoll_add,
 };
+use super::reads::ReadDuty;
 use crate::boundary::ffi;
 use crate::boundary::peer_sys;
 use crate::boundary::testhook::{self, Op};
@@ -50,10 +51,16 @@ pub struct CoreFeed {
     /// The ops table the core counter points at when rscntr counts its adds itself (tcp: see
     /// [`count_through_peer`]); lives as long as the core counter.
     _counted_ops: Option<Box<ofi::fi_ops_cntr>>,
+    /// Over a core whose counter read drives every bound endpoint and that counts through
+    /// FI_PEER: how often reads drive it (`reads.rs`).
+    reads: Option<ReadDuty>,
 }
 
 /// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.
 type PeerContext = Box<peer_sys::fi_peer_cntr_context>;
+
+/// A core counter just opened, its context, and whether it was opened with FI_PEER.
+type Opened = (*mut ofi::fid_cntr, PeerContext, bool);
 
 // SAFETY: the raw pointers are the core counter (closed only through the feed), and the home's
 // lock, which outlives the feed and is Sync.
@@ -150,7 +157,7 @@ fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<Cor
 fn new_feed(
     core: &CoreWaits<'_>,
     request: &FeedRequest,
-    (out, peer_context): (*mut ofi::fid_cntr, PeerContext),
+    (out, peer_context, peer): Opened,
     blocker: CoreBlocker,
     shared: bool,
 ) -> Box<CoreFeed> {
@@ -177,6 +184,11 @@ fn new_feed(
             CoreBlocker::Yield => "nothing (they yield between progress calls)",
         }
     );
+    // Reads on a duty cycle where a read of the core counter runs the progress of every
+    // endpoint bound to it and the core counts straight into the rscntr counter (util-based
+    // cores, over FI_PEER): not tcp (it counts into its own counter, which only a read takes
+    // in, and its read does not grow), nor sockets (its own thread progresses).
+    let reads = (peer && matches!(core.plan, Plan::Yield | Plan::FdSet { .. })).then(ReadDuty::new);
     let feed = Box::new(CoreFeed {
         core_cntr: AtomicPtr::new(out),
         unenabled: AtomicUsize::new(0),
@@ -190,6 +202,7 @@ fn new_feed(
         closing: core.closing,
         _peer_context: peer_context,
         _counted_ops: counted_ops,
+        reads,
     });
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
@@ -222,7 +235,7 @@ fn open_core_cntr_on(
     core: &CoreWaits<'_>,
     request: &FeedRequest,
     wait: impl Into<Wait>,
-) -> Result<(*mut ofi::fid_cntr, PeerContext), c_int> {
+) -> Result<Opened, c_int> {
     let (wait_obj, wait_set) = match wait.into() {
         Wait::None => (ofi::fi_wait_obj_FI_WAIT_NONE, std::ptr::null_mut()),
         Wait::Set(set) => (ofi::fi_wait_obj_FI_WAIT_SET, set),
@@ -251,7 +264,7 @@ fn open_core_cntr_on(
         attr.flags = ofi::FI_PEER;
         let peer = (&mut *ctx as *mut peer_sys::fi_peer_cntr_context).cast();
         match open(&mut attr, peer) {
-            Ok(out) => return Ok((out, ctx)),
+            Ok(out) => return Ok((out, ctx, true)),
             // A core without peer counters (sockets) counts in a counter of its own; `sync`
             // takes in its increases.
             Err(ret) => fi_info!(
@@ -271,7 +284,7 @@ fn open_core_cntr_on(
                 "the core cannot open a counter for rscntr to read: {ret}"
             )
         })
-        .map(|out| (out, ctx))
+        .map(|out| (out, ctx, false))
 }
 
 impl Feed for CoreFeed {
@@ -320,6 +333,18 @@ impl Feed for CoreFeed {
             // to the core counter, so a value that includes the addition comes with its bias.
             let now = raw.wrapping_sub(self.bias.load(Ordering::SeqCst));
             take_increase(&self.seen, now, |d| tally.count(d));
+        }
+    }
+
+    /// `fi_cntr_read` and `fi_cntr_readerr`: on a duty cycle where the feed has one (see
+    /// `engine/duty.rs`): a read that does not drive the core returns what the core counted
+    /// into the rscntr counter already through FI_PEER, which is everything it delivered.
+    fn sync_read(&self, tally: &dyn Tally, errors_too: bool) {
+        match &self.reads {
+            Some(reads) => {
+                reads.read(|| self.sync(tally, errors_too));
+            }
+            None => self.sync(tally, errors_too),
         }
     }
 

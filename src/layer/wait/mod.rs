@@ -6,10 +6,12 @@
 //! - `blocker.rs`: how each core is waited on ([`Plan`]) and what a waiter sleeps on (the
 //!   blockers: a core fd, the core counter's own wait);
 //! - `feed.rs`: a bound counter's core counter (a `Feed`), opened at the first bind with its
-//!   bound wait, taking in what the core counted, armed for `fi_trywait`.
+//!   bound wait, taking in what the core counted, armed for `fi_trywait`;
+//! - `reads.rs`: how often a read drives the core's progress.
 
 mod blocker;
 mod feed;
+mod reads;
 
 pub use blocker::{
     CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set,
