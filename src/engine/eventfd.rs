@@ -27,31 +27,8 @@ pub fn sleep_until_any_readable(
     limit: Option<Duration>,
     readable: &mut Vec<RawFd>,
 ) {
-    let mut watch: Vec<libc::pollfd> = fds
-        .iter()
-        .chain(std::iter::once(&kick))
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ts = limit.map(|d| libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `watch` holds watch.len() live pollfds; tsp is NULL or a live timespec; no mask.
-    unsafe {
-        libc::ppoll(
-            watch.as_mut_ptr(),
-            watch.len() as libc::nfds_t,
-            tsp,
-            std::ptr::null(),
-        )
-    };
+    let mut watch: Vec<libc::pollfd> = fds.iter().chain([&kick]).map(|&fd| pollin(fd)).collect();
+    ppoll_for(&mut watch, limit);
     readable.clear();
     readable.extend(
         watch[..fds.len()]
@@ -63,12 +40,21 @@ pub fn sleep_until_any_readable(
 
 /// As [`sleep_until_readable`]; true when `fd` (not `kick`) was readable at the end.
 pub fn poll_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) -> bool {
-    let watch = |fd| libc::pollfd {
+    let mut fds = [pollin(fd), pollin(kick)];
+    ppoll_for(&mut fds, limit) > 0 && fds[0].revents != 0
+}
+
+/// A pollfd asking whether `fd` is readable.
+fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
-    };
-    let mut fds = [watch(fd), watch(kick)];
+    }
+}
+
+/// `ppoll` on `fds` for at most `limit` (None: no limit), no signal mask; what ppoll returned.
+fn ppoll_for(fds: &mut [libc::pollfd], limit: Option<Duration>) -> libc::c_int {
     let ts = limit.map(|d| libc::timespec {
         tv_sec: d.as_secs() as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
@@ -76,9 +62,15 @@ pub fn poll_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) -> bool {
     let tsp = ts
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: two live pollfds; tsp is NULL (no limit) or points at a live timespec; no mask.
-    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
-    n > 0 && fds[0].revents != 0
+    // SAFETY: `fds` holds fds.len() live pollfds; tsp is NULL or points at a live timespec.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    }
 }
 
 #[cfg(not(loom))]
