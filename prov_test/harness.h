@@ -54,6 +54,34 @@ static inline double now_ms(void)
 		_ret;                                                                     \
 	})
 
+/* The info of a thread-safe RDM endpoint of rscntr over the core FI_RSCNTR_CORE names, for the
+ * tests that need one (bound_wait, room_stress, spin_read): NULL when there is nothing to test
+ * (no core, or a core without such endpoints: said on stdout) or fi_getinfo failed (a CHECK
+ * failure); the caller then returns finish(name). `core` is set to the core's name. */
+static inline struct fi_info *rdm_thread_safe_info(const char *name, const char **core)
+{
+	*core = getenv("FI_RSCNTR_CORE");
+	if (!*core || !strcmp(*core, "none")) {
+		printf("%s: FI_RSCNTR_CORE=%s, nothing to test\n", name, *core ? *core : "(unset)");
+		return NULL;
+	}
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	hints->fabric_attr->prov_name = strdup("rscntr");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info);
+	fi_freeinfo(hints);
+	if (ret == -FI_ENODATA) {
+		printf("%s: core %s has no thread-safe RDM endpoints; nothing to test\n", name, *core);
+		return NULL;
+	}
+	CHECK_RET(ret, 0);
+	return info;
+}
+
 static inline int finish(const char *name)
 {
 	printf("%s: %d passed, %d failed\n", name, h_passed, h_failed);

@@ -92,25 +92,8 @@ static void drain(struct fid_cq *cq)
 
 int main(void)
 {
-	const char *core = getenv("FI_RSCNTR_CORE");
-	if (!core || !strcmp(core, "none")) {
-		printf("room_stress: FI_RSCNTR_CORE=%s, nothing to test\n", core ? core : "(unset)");
-		return finish("room_stress");
-	}
-	struct fi_info *hints = fi_allocinfo(), *info = NULL;
-	hints->fabric_attr->prov_name = strdup("rscntr");
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->domain_attr->threading = FI_THREAD_SAFE;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info);
-	fi_freeinfo(hints);
-	if (ret == -FI_ENODATA) {
-		printf("room_stress: core %s has no thread-safe RDM endpoints; nothing to test\n", core);
-		return finish("room_stress");
-	}
-	CHECK_RET(ret, 0);
+	const char *core = NULL;
+	struct fi_info *info = rdm_thread_safe_info("room_stress", &core);
 	if (!info)
 		return finish("room_stress");
 

@@ -306,29 +306,12 @@ static void teardown(void)
 
 int main(void)
 {
-	const char *core = getenv("FI_RSCNTR_CORE");
-	if (!core || !strcmp(core, "none")) {
-		printf("spin_read: FI_RSCNTR_CORE=%s, nothing to test\n", core ? core : "(unset)");
-		return finish("spin_read");
-	}
 	if (getenv("SPIN_READ_EPS"))
 		n = atoi(getenv("SPIN_READ_EPS"));
 	if (n < 1)
 		n = 1;
-	struct fi_info *hints = fi_allocinfo();
-	hints->fabric_attr->prov_name = strdup("rscntr");
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->domain_attr->threading = FI_THREAD_SAFE;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info);
-	fi_freeinfo(hints);
-	if (ret == -FI_ENODATA) {
-		printf("spin_read: core %s has no thread-safe RDM endpoints; nothing to test\n", core);
-		return finish("spin_read");
-	}
-	CHECK_RET(ret, 0);
+	const char *core = NULL;
+	info = rdm_thread_safe_info("spin_read", &core);
 	if (!info)
 		return finish("spin_read");
 	printf("spin_read: core %s, %d receiving endpoints on one counter (%s progress)\n", core, n,
