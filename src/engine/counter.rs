@@ -44,7 +44,7 @@
 //! watcher compares against the values `trywait` actually read.
 
 use super::backoff::{DEFAULT_SPIN_LIMIT, PollNap};
-use super::source::{self, Blocker, Membership, NO_KICK_NAP, Room, Sleep, Source, Unsourced, Wake};
+use super::source::{self, Blocker, NO_KICK_NAP, Room, Sleep, Source, Unsourced, Wake};
 use super::store::{Atomics, Store, StoreError};
 use super::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex};
 use super::trigger::{Starter, Tag, Triggers, Work};
@@ -667,7 +667,7 @@ impl<S: Store> Counter<S> {
         let me = room.join(source, b, &self.event);
         loop {
             if room.try_lead(&me) {
-                return self.lead_room(room, &me, b, compare, deadline);
+                return self.lead_room(room, b, compare, deadline);
             }
             // A follower: registered before it looks at the counter and for a leader, so a
             // change or a hand-off after the look notifies it.
@@ -703,7 +703,6 @@ impl<S: Store> Counter<S> {
     fn lead_room(
         &self,
         room: &Room,
-        _me: &Membership<'_>,
         b: &dyn Blocker,
         compare: &dyn Fn() -> Option<Result<(), WaitError>>,
         deadline: Option<Instant>,
