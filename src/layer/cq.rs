@@ -8,7 +8,8 @@
 
 use super::home::CoreHome;
 use super::interpose::close_through_core;
-use super::wait::CqOpenFn;
+use super::wait::bell::BellBlocker;
+use super::wait::{CqOpenFn, Plan};
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook::{self, Op};
 use crate::engine::watcher::{self, Watched};
@@ -37,6 +38,10 @@ pub struct LayeredCq {
     wait_obj: ofi::fi_wait_obj,
     fd: Option<EventFd>,
     signaled: AtomicBool,
+    /// Over shm, the domain's doorbell (`wait/bell.rs`): waits sleep on it instead of yielding.
+    bell: Option<std::sync::Arc<BellBlocker>>,
+    /// The kicks of the threads asleep in this CQ's sread on the doorbell, for `fi_cq_signal`.
+    sleeping: Mutex<Vec<std::os::fd::RawFd>>,
 }
 
 /// Opens a core CQ; when the core refuses the wait object, opens it without one and emulates.
@@ -51,9 +56,16 @@ pub unsafe fn open(
     context: *mut c_void,
     home: &CoreHome,
 ) -> c_int {
+    // Over shm, rscntr provides UNSPEC and FD itself, sleeping on the domain's doorbell: the
+    // core's UNSPEC would yield, and it has no FD.
+    // SAFETY: attr NULL or valid.
+    let take_over = unsafe { attr.as_ref() }.is_some_and(|a| bell_for(home, a.wait_obj).is_some());
     // SAFETY: forwarded as the application passed them.
-    let ret =
-        testhook::fail(Op::CqOpen).unwrap_or_else(|| unsafe { orig(domain, attr, cq, context) });
+    let ret = if take_over {
+        err::ENOSYS
+    } else {
+        testhook::fail(Op::CqOpen).unwrap_or_else(|| unsafe { orig(domain, attr, cq, context) })
+    };
     // SAFETY: attr NULL or valid.
     let Some(a) = (unsafe { attr.as_ref() }) else {
         return ret;
@@ -68,6 +80,8 @@ pub unsafe fn open(
     if ret == 0 || cq.is_null() || !emulable || ![err::EINVAL, err::ENOSYS, -95].contains(&ret) {
         return ret;
     }
+    // Over shm, UNSPEC and FD waits sleep on the domain's doorbell.
+    let bell = bell_for(home, wanted);
     let fd = if wanted == ofi::fi_wait_obj_FI_WAIT_FD {
         match EventFd::new() {
             Ok(fd) => Some(fd),
@@ -107,6 +121,8 @@ pub unsafe fn open(
             wait_obj: wanted,
             fd,
             signaled: AtomicBool::new(false),
+            bell,
+            sleeping: Mutex::new(Vec::new()),
         });
         l.fi_ops.close = Some(cq_close);
         l.fi_ops.control = Some(cq_control);
@@ -201,8 +217,12 @@ impl Watched for LayeredCq {
         }
     }
     fn wake(&self) -> Wake<'_> {
-        // The cores whose CQs lack FI_WAIT_FD (shm) have nothing to block on either.
-        Wake::Yield
+        match &self.bell {
+            Some(b) => Wake::Block(&**b),
+            // The cores whose CQs lack FI_WAIT_FD (shm without the doorbell) have nothing to
+            // block on either.
+            None => Wake::Yield,
+        }
     }
 }
 
@@ -254,6 +274,12 @@ unsafe extern "C" fn cq_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_
 fn sread_loop(l: &LayeredCq, timeout: c_int, mut read: impl FnMut() -> isize) -> isize {
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     let mut backoff = Backoff::default();
+    // Over the doorbell: pulled (yielding) a while, then asleep on it (see `wait/bell.rs`).
+    let sleep_after = l
+        .bell
+        .as_ref()
+        .and_then(|b| crate::engine::Blocker::pull_before_sleep(&**b))
+        .map(|d| Instant::now() + d);
     loop {
         let r = read();
         if r != err::EAGAIN as isize {
@@ -265,8 +291,61 @@ fn sread_loop(l: &LayeredCq, timeout: c_int, mut read: impl FnMut() -> isize) ->
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return err::EAGAIN as isize;
         }
+        if let (Some(bell), Some(after)) = (&l.bell, sleep_after)
+            && backoff.is_spun_out()
+            && Instant::now() >= after
+        {
+            return sleep_on_bell(l, bell, deadline, read);
+        }
         backoff.snooze();
     }
+}
+
+/// The rest of an sread over the doorbell: asleep on it between reads, woken by a ring, a
+/// signal (`fi_cq_signal` kicks the sleepers) or the deadline.
+fn sleep_on_bell(
+    l: &LayeredCq,
+    bell: &BellBlocker,
+    deadline: Option<Instant>,
+    mut read: impl FnMut() -> isize,
+) -> isize {
+    let kick = match EventFd::new() {
+        Ok(k) => k,
+        Err(e) => {
+            fi_warn!(
+                Domain,
+                "cannot make an eventfd to sleep on ({e}); this read polls"
+            );
+            return err::EAGAIN as isize;
+        }
+    };
+    l.sleeping.lock().push(kick.as_raw_fd());
+    let found = bell.sleep_outside_room(&kick, deadline, || {
+        let r = read();
+        if r != err::EAGAIN as isize {
+            Some(r)
+        } else if l.signaled.swap(false, Ordering::AcqRel) {
+            Some(err::EAGAIN as isize)
+        } else {
+            None
+        }
+    });
+    let fd = kick.as_raw_fd();
+    l.sleeping.lock().retain(|f| *f != fd);
+    found.unwrap_or(err::EAGAIN as isize)
+}
+
+/// Whether a CQ of `home` asking for `wait_obj` sleeps on the domain's doorbell: over shm
+/// (FI_PEER counting, the doorbell on) for UNSPEC and FD.
+fn bell_for(home: &CoreHome, wait_obj: ofi::fi_wait_obj) -> Option<std::sync::Arc<BellBlocker>> {
+    let asks = matches!(
+        wait_obj,
+        ofi::fi_wait_obj_FI_WAIT_UNSPEC | ofi::fi_wait_obj_FI_WAIT_FD
+    );
+    if !(asks && home.plan == Plan::Bell && home.peer) {
+        return None;
+    }
+    home.waits().bell_blocker().ok()
 }
 
 unsafe extern "C" fn cq_sread(
@@ -307,6 +386,12 @@ unsafe extern "C" fn cq_signal(cq: *mut ofi::fid_cq) -> c_int {
         l.signaled.store(true, Ordering::Release);
         if let Some(fd) = &l.fd {
             fd.signal();
+        }
+        for k in l.sleeping.lock().iter() {
+            let one: u64 = 1;
+            // SAFETY: the kick eventfd of a thread asleep in this CQ's sread (registered while
+            // it sleeps); one lives across the call.
+            unsafe { libc::write(*k, (&one as *const u64).cast(), 8) };
         }
         0
     }

@@ -149,6 +149,11 @@ pub struct BellBlocker {
     feeds: Mutex<Vec<*const dyn Progressed>>,
     /// The peers the domain's endpoints have mapped, rung after a waiter's pull when armed.
     peers: Mutex<Vec<std::sync::Arc<PeerTable>>>,
+    /// The kicks of threads asleep on the socket outside the domain's room (CQ reads): a
+    /// thread that drains a ring kicks them all, as the ring may have been theirs (the room's
+    /// members learn of theirs through the pull that follows every drain, which counts into
+    /// their counters).
+    sleepers: Mutex<Vec<RawFd>>,
     room: std::sync::Arc<Room>,
 }
 
@@ -180,6 +185,7 @@ impl BellBlocker {
             said_fallback: AtomicBool::new(false),
             feeds: Mutex::new(Vec::new()),
             peers: Mutex::new(Vec::new()),
+            sleepers: Mutex::new(Vec::new()),
             room,
         })
     }
@@ -249,7 +255,22 @@ impl BellBlocker {
         }
     }
 
+    /// Empties the socket; true when a ring was in it (then every sleeper outside the room is
+    /// kicked, see `sleepers`).
     fn drain(&self) -> bool {
+        let rang = self.drain_socket();
+        if rang {
+            for fd in self.sleepers.lock().iter() {
+                let one: u64 = 1;
+                // SAFETY: a registered eventfd (see sleep_outside_room); one lives across the
+                // call.
+                unsafe { libc::write(*fd, (&one as *const u64).cast(), 8) };
+            }
+        }
+        rang
+    }
+
+    fn drain_socket(&self) -> bool {
         let mut buf = [0u8; 64];
         let mut any = false;
         loop {
@@ -267,6 +288,43 @@ impl BellBlocker {
             }
             any = true;
         }
+    }
+
+    /// For a thread that sleeps on the bell outside the domain's room (a CQ read): arms, looks
+    /// (`look`, which drives the progress it needs; Some ends the wait), and sleeps until a ring,
+    /// a kick, `until` or the bell's bound, then looks again.
+    pub fn sleep_outside_room<T>(
+        &self,
+        kick: &EventFd,
+        until: Option<Instant>,
+        mut look: impl FnMut() -> Option<T>,
+    ) -> Option<T> {
+        self.sleepers.lock().push(kick.as_raw_fd());
+        let found = loop {
+            if !self.arm() {
+                if let Some(t) = look() {
+                    break Some(t);
+                }
+                continue;
+            }
+            if let Some(t) = look() {
+                break Some(t);
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                break None;
+            }
+            self.block(Token(0), kick, until);
+            kick.drain();
+            if let Some(t) = look() {
+                break Some(t);
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                break None;
+            }
+        };
+        let fd = kick.as_raw_fd();
+        self.sleepers.lock().retain(|f| *f != fd);
+        found
     }
 
     /// The wake socket (for an FD counter's epoll set and the progress thread).
