@@ -176,19 +176,28 @@ static void say(const char *fmt, ...)
 	fflush(stdout);
 }
 
-/* The bells this child made: those in /dev/shm now that were not there when it started. */
+/* The bells this child made: those in /dev/shm right after its endpoints were enabled that
+ * were not there when it started (its peer's were: the parent starts W once P is set up); if
+ * none, those new since it started. The first keeps the window in which another process's
+ * bell (in a /dev/shm shared with the machine) could be taken for this child's to the setup:
+ * the parent writes garbage into what this names. */
+static struct names setup_bells; /* right after setup */
 static int own_bells(char *out, size_t size)
 {
 	static struct names now;
 	list_shm(&now, bell_prefix);
+	int from_setup = 0;
+	for (int i = 0; i < setup_bells.n; i++)
+		from_setup += !has_name(&start_bells, setup_bells.name[i]);
+	const struct names *s = from_setup ? &setup_bells : &now;
 	int k = 0;
 	size_t used = 0;
 	out[0] = '\0';
-	for (int i = 0; i < now.n; i++) {
-		if (has_name(&start_bells, now.name[i]))
+	for (int i = 0; i < s->n; i++) {
+		if (has_name(&start_bells, s->name[i]))
 			continue;
 		k++;
-		used += snprintf(out + used, used < size ? size - used : 0, " %s", now.name[i]);
+		used += snprintf(out + used, used < size ? size - used : 0, " %s", s->name[i]);
 	}
 	return k;
 }
@@ -577,6 +586,7 @@ static int child_main(int argc, char **argv)
 		teardown();
 		return 1;
 	}
+	list_shm(&setup_bells, bell_prefix);
 	for (int i = 0; i < n; i++) {
 		unsigned char name[512];
 		char hex[1100];
@@ -870,10 +880,11 @@ static void give(struct kid *k, const struct hs *h)
 
 /* P first (its bells exist before W starts, so W's own are those new since W started), then
  * W; each gets the other's addresses. */
+static struct hs hw; /* the last W's addresses, for a third process */
 static int start_pair(struct kid *P, struct kid *W, const char *pprov, const char *const *penv, int wn,
 		      const char *wobj, int rma, const char *const *wenv)
 {
-	struct hs hp, hw;
+	struct hs hp;
 	if (spawn(P, "P", pprov, 1, "unspec", rma, penv) || collect(P, &hp))
 		return -1;
 	if (spawn(W, "W", prov, wn, wobj, rma, wenv) || collect(W, &hw)) {
@@ -1111,6 +1122,9 @@ static int count_in_file(const char *path, const char *what)
 	return n;
 }
 
+/* W first only holds P in its AV (P sends, W receives), then W sends to P too: whether the
+ * doorbell learns that P does not ring from the AV or from a send toward P, the log says so
+ * once by the end; which of the two it was is printed. */
 static void part_plain(void)
 {
 	struct kid P, W;
@@ -1120,9 +1134,17 @@ static void part_plain(void)
 	static const char *const wenv[] = { "FI_LOG_LEVEL=info", NULL };
 	if (start_pair(&P, &W, "shm", penv, 1, "unspec", 0, wenv))
 		return;
-	int woke = 0;
+	int after_av = -1;
 	for (int i = 0; i < 2; i++) {
 		char cmd[128], go[128];
+		if (i == 1) {
+			/* W sends to the plain peer once */
+			tell(&P, "recv 0 %d", RECV_OFF);
+			expect(&P, "ok", line, sizeof(line), 10000);
+			tell(&W, "op send 0 0 69");
+			expect(&W, "done", done, sizeof(done), 20000);
+			CHECK(!strncmp(done, "done send 0 1 ", 14), "plain: W's send to the shm peer: '%s'", done);
+		}
 		tell(&W, "recv 0 %d", RECV_OFF + MSG * i);
 		expect(&W, "ok", line, sizeof(line), 10000);
 		snprintf(cmd, sizeof(cmd), "wait plain%d rx %d 10000 1", i, i + 1);
@@ -1131,15 +1153,18 @@ static void part_plain(void)
 			break;
 		CHECK(w.ret == 0 && w.value == (uint64_t) i + 1, "plain: wait %d: %d, count %" PRIu64, i, w.ret,
 		      w.value);
-		woke += w.ret == 0;
 		expect_data(&W, "plain", RECV_OFF + MSG * i, MSG, 70 + i);
-		printf("plain: wait %d for plain shm's send: %d, count %" PRIu64 " (thread %.1f %% of a core)\n", i,
-		       w.ret, w.value, pct(w.cpu, w.wall));
+		if (i == 0)
+			after_av = count_in_file(W.err, "does not ring");
+		printf("plain: wait %d for plain shm's send (%s): %d, count %" PRIu64 " (thread %.1f %% of a "
+		       "core)\n", i, i ? "after W sent to it" : "W only holds it in its AV", w.ret, w.value,
+		       pct(w.cpu, w.wall));
 	}
 	finish_kid(&P);
 	finish_kid(&W);
 	int lines = count_in_file(W.err, "does not ring");
-	printf("plain: W's log (FI_LOG_LEVEL=info) has %d line(s) with 'does not ring'\n", lines);
+	printf("plain: W's log (FI_LOG_LEVEL=info) has %d line(s) with 'does not ring' (%d of them before "
+	       "W sent to the peer, when its AV only held it)\n", lines, after_av);
 	if (bell_off) {
 		printf("plain: doorbell off: the log line is not looked for\n");
 	} else {
@@ -1176,70 +1201,134 @@ static void part_killed(void)
 }
 
 /* ---- 7. garbage ---------------------------------------------------------------------------- */
-static void scribble(const char *name, int truncate7)
+static void random_bytes(unsigned char *p, size_t n)
 {
-	char path[300];
-	unsigned char junk[4096];
-	snprintf(path, sizeof(path), "/dev/shm/%s", name);
 	int r = open("/dev/urandom", O_RDONLY);
-	CHECK(r >= 0 && read(r, junk, sizeof(junk)) == (ssize_t) sizeof(junk), "reading /dev/urandom");
+	CHECK(r >= 0 && read(r, p, n) == (ssize_t) n, "reading /dev/urandom");
 	if (r >= 0)
 		close(r);
+}
+
+static void scribble(const char *path, int truncate7)
+{
+	unsigned char junk[4096];
+	random_bytes(junk, sizeof(junk));
 	int fd = open(path, O_WRONLY);
 	CHECK(fd >= 0, "garbage: opening %s: %s", path, strerror(errno));
 	if (fd < 0)
 		return;
-	CHECK(pwrite(fd, junk, sizeof(junk), 0) == (ssize_t) sizeof(junk), "garbage: writing %s", path);
+	CHECK(pwrite(fd, junk, sizeof(junk), 0) == (ssize_t) sizeof(junk), "garbage: writing %s: %s", path,
+	      strerror(errno));
 	if (truncate7)
-		CHECK(ftruncate(fd, 7) == 0, "garbage: truncating %s", path);
+		CHECK(ftruncate(fd, 7) == 0, "garbage: truncating %s: %s", path, strerror(errno));
 	close(fd);
 }
 
+/* The shared memory behind the bells may not be the files in /dev/shm (they may only name it):
+ * W's open files whose name starts with "/memfd:rscntr_bell" get random bytes too (their
+ * first 4096 bytes; not truncated). The number found. */
+static int scribble_memfds(pid_t pid)
+{
+	char dir[64], path[320], target[320];
+	int found = 0;
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int) pid);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		ssize_t n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		if (strncmp(target, "/memfd:rscntr_bell", 18))
+			continue;
+		found++;
+		unsigned char junk[4096];
+		random_bytes(junk, sizeof(junk));
+		int fd = open(path, O_WRONLY);
+		CHECK(fd >= 0 && pwrite(fd, junk, sizeof(junk), 0) == (ssize_t) sizeof(junk),
+		      "garbage: writing W's %s (%s): %s", target, path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A clean round (P finds W's bell), then while W is armed its bell files and pages get random
+ * bytes; P sends (its view of W's bell was taken before), then a fresh peer Q, which looks
+ * W's bell up after the garbage, sends; then a clean wait. */
 static void part_garbage(void)
 {
-	struct kid P, W;
+	struct kid P, W, Q;
 	struct woke w;
 	char line[LINE], done[LINE];
 	if (start_pair(&P, &W, prov, NULL, 1, "unspec", 0, NULL))
 		return;
-	tell(&W, "recv 0 %d", RECV_OFF);
-	expect(&W, "ok", line, sizeof(line), 10000);
-	tell(&W, "recv 0 %d", RECV_OFF + MSG);
-	expect(&W, "ok", line, sizeof(line), 10000);
+	for (int i = 0; i < 4; i++) {
+		tell(&W, "recv 0 %d", RECV_OFF + MSG * i);
+		expect(&W, "ok", line, sizeof(line), 10000);
+	}
+	if (!round_trip(&W, "wait clean0 rx 1 10000 1", &P, "op send 0 200 79", &w, done, sizeof(done)))
+		CHECK(w.ret == 0 && w.value == 1, "garbage: the clean first wait returned %d, count %" PRIu64, w.ret,
+		      w.value);
 	memset(&w, 0, sizeof(w));
-	tell(&W, "wait garbage rx 1 3000 1");
-	if (!expect(&W, "armed", line, sizeof(line), 15000)) {
-		parse_armed(line, &w);
-		if (w.nbells == 0) {
-			if (bell_off)
-				printf("garbage: FI_RSCNTR_SHM_BELL=0 and no bell file: nothing to scribble on\n");
-			else
-				CHECK(0, "garbage: W made no bell file (%s*): nothing to scribble on", bell_prefix);
+	tell(&W, "wait garbage rx 2 3000 1");
+	if (expect(&W, "armed", line, sizeof(line), 15000)) {
+		finish_kid(&P);
+		finish_kid(&W);
+		return;
+	}
+	parse_armed(line, &w);
+	if (w.nbells == 0) {
+		if (bell_off)
+			printf("garbage: FI_RSCNTR_SHM_BELL=0 and no bell file: nothing to scribble on\n");
+		else
+			CHECK(0, "garbage: W made no bell file (/dev/shm/%s*): nothing to scribble on", bell_prefix);
+	}
+	for (int i = 0; i < w.nbells; i++) {
+		char path[300];
+		snprintf(path, sizeof(path), "/dev/shm/%s", w.bells[i]);
+		scribble(path, i == 0);
+	}
+	int pages = scribble_memfds(W.pid);
+	printf("garbage: while W slept: %d bell file(s) of W's overwritten with random bytes%s%s, %d shared "
+	       "page(s) of W's (/memfd:rscntr_bell*) too\n", w.nbells, w.nbells ? ", cut to 7 bytes: " : "",
+	       w.nbells ? w.bells[0] : "", pages);
+	tell(&P, "op send 0 200 80");
+	int first = -1;
+	if (!expect(&W, "woke", line, sizeof(line), 20000) && !parse_woke(line, &w)) {
+		CHECK((w.ret == 0 && w.value == 2) || (w.ret == -FI_ETIMEDOUT && w.value == 1),
+		      "garbage: W's wait returned %d with count %" PRIu64, w.ret, w.value);
+		printf("garbage: W's wait after the garbage (P sends): %d, count %" PRIu64 "\n", w.ret, w.value);
+		first = w.ret;
+	}
+	expect(&P, "done", done, sizeof(done), 20000);
+	CHECK(!strncmp(done, "done send 0 1 ", 14), "garbage: P's send: '%s'", done);
+
+	/* Q looks W's bell up now */
+	struct hs hq;
+	if (!spawn(&Q, "Q", prov, 1, "unspec", 0, NULL) && !collect(&Q, &hq)) {
+		give(&Q, &hw);
+		if (!round_trip(&W, "wait fresh rx 3 10000 1", &Q, "op send 0 200 82", &w, done, sizeof(done))) {
+			CHECK(w.ret == 0 && w.value == 3, "garbage: W's wait for Q, which read the garbage: %d, "
+			      "count %" PRIu64, w.ret, w.value);
+			CHECK(!strncmp(done, "done send 0 1 ", 14), "garbage: Q's send: '%s'", done);
+			printf("garbage: W's wait for a new peer that found W's bell in garbage: %d, count %" PRIu64 "\n",
+			       w.ret, w.value);
 		}
-		for (int i = 0; i < w.nbells; i++)
-			scribble(w.bells[i], i == 0);
-		if (w.nbells)
-			printf("garbage: %d bell file(s) of W's overwritten with random bytes, %s cut to 7 bytes\n",
-			       w.nbells, w.bells[0]);
-		tell(&P, "op send 0 200 80");
-		if (!expect(&W, "woke", line, sizeof(line), 20000) && !parse_woke(line, &w)) {
-			CHECK((w.ret == 0 && w.value == 1) || (w.ret == -FI_ETIMEDOUT && w.value == 0),
-			      "garbage: W's wait returned %d with count %" PRIu64, w.ret, w.value);
-			printf("garbage: W's wait after the garbage: %d, count %" PRIu64 "\n", w.ret, w.value);
-		}
-		expect(&P, "done", done, sizeof(done), 20000);
-		CHECK(!strncmp(done, "done send 0 1 ", 14), "garbage: P's send: '%s'", done);
-		int first = w.ret;
-		struct woke w2;
-		if (!round_trip(&W, "wait clean rx 2 10000 1", &P, "op send 0 200 81", &w2, done, sizeof(done))) {
-			CHECK(w2.ret == 0 && w2.value == 2, "garbage: the second wait returned %d with count %" PRIu64,
-			      w2.ret, w2.value);
-			printf("garbage: a second wait: %d, count %" PRIu64 "%s\n", w2.ret, w2.value,
-			       first ? " (the first wait timed out although its message had arrived)" : "");
-			CHECK(first == 0, "garbage: the first wait timed out (%d) although its message arrived "
-			      "(the second wait counts 2)", first);
-			expect_data(&W, "garbage", RECV_OFF, MSG, 80);
-		}
+		finish_kid(&Q);
+	}
+	if (!round_trip(&W, "wait clean rx 4 10000 1", &P, "op send 0 200 81", &w, done, sizeof(done))) {
+		CHECK(w.ret == 0 && w.value == 4, "garbage: the last wait returned %d with count %" PRIu64, w.ret,
+		      w.value);
+		CHECK(first == 0, "garbage: the wait during the garbage ended with %d although its message "
+		      "arrived (the last wait counts 4)", first);
+		printf("garbage: a last wait: %d, count %" PRIu64 "\n", w.ret, w.value);
+		expect_data(&W, "garbage", RECV_OFF + MSG, MSG, 80);
 	}
 	finish_kid(&P);
 	finish_kid(&W);
@@ -1267,9 +1356,11 @@ static void check_bell_files(const char *what, const struct woke *w)
 			CHECK(0, "leftovers: %s: stat %s: %s", what, path, strerror(errno));
 			continue;
 		}
-		CHECK((st.st_mode & 07777) == 0600 && st.st_size == 4096 && st.st_uid == getuid(),
-		      "leftovers: %s: bell %s has mode %o, %lld bytes, uid %u (expected 0600, 4096, %u)", what,
-		      w->bells[i], st.st_mode & 07777, (long long) st.st_size, st.st_uid, getuid());
+		CHECK((st.st_mode & 07777) == 0600 && st.st_uid == getuid() && S_ISREG(st.st_mode),
+		      "leftovers: %s: bell %s: mode %o, uid %u (expected a regular file, 0600, uid %u)", what,
+		      w->bells[i], st.st_mode & 07777, st.st_uid, getuid());
+		printf("leftovers: %s: bell %s: mode %o, %lld bytes\n", what, w->bells[i], st.st_mode & 07777,
+		       (long long) st.st_size);
 	}
 }
 
@@ -1415,6 +1506,9 @@ int main(int argc, char **argv)
 	snprintf(bell_prefix, sizeof(bell_prefix), "rscntr_bell_%u_", (unsigned) getuid());
 	if (getenv("SHM_SLEEP_PROV"))
 		prov = getenv("SHM_SLEEP_PROV");
+	const char *b = getenv("FI_RSCNTR_SHM_BELL");
+	bell_off = b && !strcmp(b, "0");
+	private_shm = getenv("SHM_SLEEP_PRIVATE_SHM") && !strcmp(getenv("SHM_SLEEP_PRIVATE_SHM"), "1");
 	if (argc > 1 && !strcmp(argv[1], "child"))
 		return child_main(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1423,9 +1517,6 @@ int main(int argc, char **argv)
 		printf(NAME ": FI_RSCNTR_CORE=%s, not shm: nothing to test\n", core ? core : "(unset)");
 		return finish(NAME);
 	}
-	const char *b = getenv("FI_RSCNTR_SHM_BELL");
-	bell_off = b && !strcmp(b, "0");
-	private_shm = getenv("SHM_SLEEP_PRIVATE_SHM") && !strcmp(getenv("SHM_SLEEP_PRIVATE_SHM"), "1");
 	int want[NPARTS];
 	for (int i = 0; i < NPARTS; i++)
 		want[i] = argc <= 1;
