@@ -25,24 +25,29 @@
  * | many      | 8 threads on one counter (thresholds 1..8), P sends 8 spaced 50 ms: all       |
  * |           | return 0; then one waiter on one counter bound to W's 8 endpoints, P sends to |
  * |           | each in turn (100 ms after W armed): each wait returns 0 with the count       |
- * | plain     | P is shm itself (FI_PROVIDER=shm, no rscntr): W (FI_LOG_LEVEL=info) still     |
- * |           | wakes on each of two sends, and its log says `does not ring` exactly once     |
+ * | plain     | P is shm itself (FI_PROVIDER=shm, no rscntr): W (FI_LOG_LEVEL=info) wakes on  |
+ * |           | P's send while P is only in W's AV, then again after W sent to P; by the end  |
+ * |           | its log says `does not ring` exactly once (which phase said it is printed)    |
  * | killed    | P SIGKILLed while W is armed (2 s): W's wait -FI_ETIMEDOUT, W closes, exits 0 |
- * | garbage   | while W is armed (3 s), the parent overwrites every bell file W made          |
- * |           | (/dev/shm/rscntr_bell_<uid>_*, new since W started) with random bytes and     |
- * |           | truncates one to 7 bytes; P sends: W returns 0 with the message (or           |
- * |           | -FI_ETIMEDOUT without it), then a clean second wait counts both; no crash     |
+ * | garbage   | after a clean round, while W is armed (3 s), the parent overwrites every bell |
+ * |           | file W made (/dev/shm/rscntr_bell_<uid>_*, made during W's setup) with random |
+ * |           | bytes, cuts one to 7 bytes, and overwrites W's shared pages too (its fds named |
+ * |           | /memfd:rscntr_bell*, if any); P sends: W returns 0 with the message (or       |
+ * |           | -FI_ETIMEDOUT without it); a new peer Q, which finds W's bell only after the  |
+ * |           | garbage, sends: W wakes; then a clean wait counts all; nobody crashes         |
  * | leftovers | after a clean close of P and W, a SIGTERM and a SIGSEGV (raised) of a child   |
- * |           | with an armed endpoint: none of their bells left (mode 0600, 4096 bytes while |
- * |           | they live); a SIGKILLed child's bells go when another process makes a bell;  |
- * |           | shm's own files left are printed, not judged                                 |
+ * |           | with an armed endpoint: none of their bells left (while they live: regular    |
+ * |           | files, mode 0600, the user's); a SIGKILLed child's bells go when another      |
+ * |           | process makes a bell; shm's own files left are printed, not judged            |
  *
  * The bell checks need the bells: without any, garbage and leftovers fail, unless
  * FI_RSCNTR_SHM_BELL=0 (the doorbell off: then no bell may appear, the CPU figures are printed
  * but not judged, and the log line is not looked for). SHM_SLEEP_PRIVATE_SHM=1 says /dev/shm is
  * this test's own (scripts/test_lib.sh runs it under prov_test/loopback_only.sh): then no bell
  * at all may be left at the end. SHM_SLEEP_PROV names another provider for W and P (shm, to
- * see what shm itself counts). Parts by name on the command line; all by default.
+ * see what shm itself counts: with libfabric 2.1 it counts remote writes, reads and atomics
+ * at the target's endpoint counters, which rscntr(shm) uses). Parts by name on the command
+ * line; all by default.
  */
 #define _GNU_SOURCE /* pipe2 */
 #include <dirent.h>
