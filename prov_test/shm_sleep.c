@@ -47,7 +47,8 @@
  * at all may be left at the end. SHM_SLEEP_PROV names another provider for W and P (shm, to
  * see what shm itself counts: with libfabric 2.1 it counts remote writes, reads and atomics
  * at the target's endpoint counters, which rscntr(shm) uses). Parts by name on the command
- * line; all by default.
+ * line; all by default. SHM_SLEEP_KEEP=1 keeps the children's stderr files (the parent
+ * prints where).
  */
 #define _GNU_SOURCE /* pipe2 */
 #include <dirent.h>
@@ -1570,7 +1571,9 @@ int main(int argc, char **argv)
 	printf(NAME ": parts passed:%s; failed:%s\n", passed[0] ? passed : " none", failed[0] ? failed : " none");
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (system(cmd))
+	if (getenv("SHM_SLEEP_KEEP"))
+		printf(NAME ": the children's stderr kept in %s\n", tmpdir);
+	else if (system(cmd))
 		fprintf(stderr, NAME ": could not remove %s\n", tmpdir);
 	return finish(NAME);
 }
