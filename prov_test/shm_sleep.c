@@ -1070,6 +1070,9 @@ static void part_fd(void)
 		cpu_check("fd", "the polling thread", w.cpu, w.wall);
 		cpu_check("fd", "W's whole process", w.proc, w.wall);
 		expect_data(&W, "fd", RECV_OFF, MSG, 52);
+		CHECK(!strncmp(done, "done send 0 1 ", 14), "fd: P's send: '%s'", done);
+		printf("fd: poll %s, count %" PRIu64 "; P: %s\n", w.readable ? "readable" : "not readable", w.value,
+		       done);
 	}
 	finish_kid(&P);
 	finish_kid(&W);
