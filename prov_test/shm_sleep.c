@@ -41,7 +41,7 @@
  * |           | process makes a bell; shm's own files left are printed, not judged            |
  *
  * The bell checks need the bells: without any, garbage and leftovers fail, unless
- * FI_RSCNTR_SHM_BELL=0 (the doorbell off: then no bell may appear, the CPU figures are printed
+ * FI_RSCNTR_SHM_BELL=0 or off (the doorbell off: then no bell may appear, the CPU figures are printed
  * but not judged, and the log line is not looked for). SHM_SLEEP_PRIVATE_SHM=1 says /dev/shm is
  * this test's own (scripts/test_lib.sh runs it under prov_test/loopback_only.sh): then no bell
  * at all may be left at the end. SHM_SLEEP_PROV names another provider for W and P (shm, to
@@ -84,7 +84,7 @@
 #define CPU_LIMIT 10.0 /* % of a core */
 #define LINE 2048
 
-static int bell_off;      /* FI_RSCNTR_SHM_BELL=0 */
+static int bell_off;      /* FI_RSCNTR_SHM_BELL=0 or off */
 static int private_shm;   /* SHM_SLEEP_PRIVATE_SHM=1 */
 static const char *prov = "rscntr";
 static char bell_prefix[64];
@@ -1014,16 +1014,16 @@ static void part_ops(void)
 		CHECK(w.ret == 0 && w.value == 1, "ops: message: W's wait %d, count %" PRIu64, w.ret, w.value);
 		CHECK(!strncmp(done, "done send 0 1 ", 14), "ops: P's wait on its send counter: '%s'", done);
 		expect_data(&W, "ops: message", RECV_OFF, MSG, 49);
-		printf("ops: message: W's wait %d count %" PRIu64 " (thread %.2f %% of a core); P: %s\n", w.ret,
-		       w.value, pct(w.cpu, w.wall), done);
+		printf("ops: message: W's wait %d count %" PRIu64 " (thread %.2f %% of a core, %.1f ms: 100 armed + "
+		       "200 idle + the wake); P: %s\n", w.ret, w.value, pct(w.cpu, w.wall), w.wall / 1e6, done);
 	}
 	/* a remote write */
 	if (!round_trip(&W, "wait write rw 1 10000 1", &P, "op write 0 200 50", &w, done, sizeof(done))) {
 		CHECK(w.ret == 0 && w.value == 1, "ops: remote write: W's wait %d, count %" PRIu64, w.ret, w.value);
 		CHECK(!strncmp(done, "done write 0 1 ", 15), "ops: P's wait on its write counter: '%s'", done);
 		expect_data(&W, "ops: remote write", WRITE_OFF, MSG, 50);
-		printf("ops: remote write: W's wait %d count %" PRIu64 " (thread %.2f %%); P: %s\n", w.ret,
-		       w.value, pct(w.cpu, w.wall), done);
+		printf("ops: remote write: W's wait %d count %" PRIu64 " (thread %.2f %%, %.1f ms); P: %s\n", w.ret,
+		       w.value, pct(w.cpu, w.wall), w.wall / 1e6, done);
 	}
 	/* a remote read */
 	tell(&W, "fill %d %d %d", READ_OFF, MSG, 51);
@@ -1033,8 +1033,8 @@ static void part_ops(void)
 		CHECK(!strncmp(done, "done read 0 1 ", 14), "ops: P's wait on its read counter: '%s'", done);
 		CHECK(strlen(done) > 2 && !strcmp(done + strlen(done) - 2, " 1"),
 		      "ops: P read the wrong data: '%s'", done);
-		printf("ops: remote read: W's wait %d count %" PRIu64 " (thread %.2f %%); P: %s\n", w.ret, w.value,
-		       pct(w.cpu, w.wall), done);
+		printf("ops: remote read: W's wait %d count %" PRIu64 " (thread %.2f %%, %.1f ms); P: %s\n", w.ret,
+		       w.value, pct(w.cpu, w.wall), w.wall / 1e6, done);
 	}
 	/* an atomic: FI_REMOTE_WRITE counts it (fi_mr(3): accesses that modify the MR) */
 	tell(&W, "set64 %d 5", ATOMIC_OFF);
@@ -1046,8 +1046,8 @@ static void part_ops(void)
 		tell(&W, "get64 %d", ATOMIC_OFF);
 		expect(&W, "u64", line, sizeof(line), 10000);
 		CHECK(!strcmp(line, "u64 12"), "ops: atomic: 5 + 7 is '%s' at W", line);
-		printf("ops: atomic: W's wait %d count %" PRIu64 " (thread %.2f %%); P: %s\n", w.ret, w.value,
-		       pct(w.cpu, w.wall), done);
+		printf("ops: atomic: W's wait %d count %" PRIu64 " (thread %.2f %%, %.1f ms); P: %s\n", w.ret,
+		       w.value, pct(w.cpu, w.wall), w.wall / 1e6, done);
 	}
 	finish_kid(&P);
 	finish_kid(&W);
@@ -1294,7 +1294,7 @@ static void part_garbage(void)
 	parse_armed(line, &w);
 	if (w.nbells == 0) {
 		if (bell_off)
-			printf("garbage: FI_RSCNTR_SHM_BELL=0 and no bell file: nothing to scribble on\n");
+			printf("garbage: the doorbell is off (FI_RSCNTR_SHM_BELL) and W made no bell file: nothing to scribble on\n");
 		else
 			CHECK(0, "garbage: W made no bell file (/dev/shm/%s*): nothing to scribble on", bell_prefix);
 	}
@@ -1376,7 +1376,7 @@ static void check_bell_files(const char *what, const struct woke *w)
 static void need_bells(const char *what, const struct woke *w)
 {
 	if (bell_off)
-		CHECK(w->nbells == 0, "leftovers: %s: FI_RSCNTR_SHM_BELL=0, yet %d bell file(s) made (%s)", what,
+		CHECK(w->nbells == 0, "leftovers: %s: the doorbell is off (FI_RSCNTR_SHM_BELL), yet %d bell file(s) made (%s)", what,
 		      w->nbells, w->bells[0]);
 	else
 		CHECK(w->nbells > 0, "leftovers: %s: the armed child made no bell file (%s*)", what,
@@ -1516,7 +1516,9 @@ int main(int argc, char **argv)
 	if (getenv("SHM_SLEEP_PROV"))
 		prov = getenv("SHM_SLEEP_PROV");
 	const char *b = getenv("FI_RSCNTR_SHM_BELL");
-	bell_off = b && !strcmp(b, "0");
+	while (b && *b == ' ')
+		b++;
+	bell_off = b && (!strncmp(b, "0", 1) || !strncmp(b, "off", 3));
 	private_shm = getenv("SHM_SLEEP_PRIVATE_SHM") && !strcmp(getenv("SHM_SLEEP_PRIVATE_SHM"), "1");
 	if (argc > 1 && !strcmp(argv[1], "child"))
 		return child_main(argc, argv);
@@ -1552,7 +1554,7 @@ int main(int argc, char **argv)
 		return finish(NAME);
 	}
 	printf(NAME ": provider %s over FI_RSCNTR_CORE=%s; doorbell %s; /dev/shm %s\n", prov,
-	       core ? core : "(unset)", bell_off ? "off (FI_RSCNTR_SHM_BELL=0)" : "on (default)",
+	       core ? core : "(unset)", bell_off ? "off (FI_RSCNTR_SHM_BELL)" : "on (default)",
 	       private_shm ? "private to this test" : "shared with the machine");
 	if (private_shm) {
 		static struct names pre;
