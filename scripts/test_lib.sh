@@ -143,6 +143,24 @@ spin_read_over_cores() { # <libdir>
     return $ok
 }
 
+# A waiter over rscntr(shm) sleeps and its peer's completions wake it (issue 27's doorbell;
+# prov_test/shm_sleep.c, which says what each part checks): in namespaces of its own with a
+# private /dev/shm (prov_test/loopback_only.sh), so that no bell at all may be left; then again
+# with FI_RSCNTR_SHM_BELL=0, the doorbell off: no bell file made, every wait still wakes, the
+# CPU figures printed only.
+shm_sleep_over_shm() { # <libdir>
+    local lib=$1 ok=0 off
+    prov_test/run.sh --build-only || return 1
+    for off in 0 1; do
+        local extra=()
+        [ $off = 1 ] && extra=(FI_RSCNTR_SHM_BELL=0)
+        echo "-- shm_sleep over rscntr(shm), private /dev/shm${extra[*]:+, ${extra[*]}}"
+        env LD_LIBRARY_PATH="$lib" FI_PROVIDER_PATH="$PROV_DIR" FI_RSCNTR_CORE=shm SHM_SLEEP_PRIVATE_SHM=1 \
+            "${extra[@]}" timeout 180 prov_test/loopback_only.sh "$ROOT/target/prov_test/shm_sleep" || ok=1
+    done
+    return $ok
+}
+
 # A 2-rank MPI program over rscntr (prov_test/mpi/mpi_rscntr.c). For MPICH, the log must show
 # MPICH's RMA completion counter (bound with FI_READ|FI_WRITE) is an rscntr counter.
 mpich_over_rscntr() { # [VAR=value...]
