@@ -379,6 +379,12 @@ impl Feed for CoreFeed {
             // tries again, as libfabric's fd protocol has it.
             for _ in 0..3 {
                 if b.arm() {
+                    // Over the doorbell, the watcher watches too where it may drive the core:
+                    // a peer that never rings (plain shm) cannot leave an fd asleep for ever;
+                    // it re-checks as the bell's waits do (see `bell.rs`).
+                    if matches!(self.blocker, CoreBlocker::Bell(_)) && self.watcher_may_progress {
+                        return Armed::Relay;
+                    }
                     return Armed::Ready;
                 }
                 self.sync(tally, true);

@@ -110,10 +110,13 @@ impl RingEp {
         drop(unsafe { Box::from_raw(r) });
     }
 
-    /// After an operation toward `dest` the core accepted.
+    /// After an operation toward `dest`: the core accepted it, or refused it for now
+    /// (-FI_EAGAIN: the peer's queue is full, or shm's first contact with the peer waits for
+    /// the peer's progress to answer; a sleeping peer must wake for both).
     #[inline]
     fn after(&self, ret: isize, dest: ofi::fi_addr_t) {
-        if ret != 0 || dest == FI_ADDR_UNSPEC {
+        if (ret != 0 && ret != crate::boundary::ffi::err::EAGAIN as isize) || dest == FI_ADDR_UNSPEC
+        {
             return;
         }
         match self.peers.get(dest, || self.lookup(dest)) {
