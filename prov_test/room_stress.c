@@ -13,7 +13,14 @@
  * added to their counter by the main thread (the leader leaves with -FI_EAVAIL); the rest wait
  * 10 s for each message. At the end a thread waits on a counter whose endpoint the main thread
  * closes meanwhile: the wait must end with -FI_ETIMEDOUT, not hang or crash.
+ *
+ * Then the same again with FI_WAIT_FD counters, each thread in poll() on its counter's fd
+ * (fi_trywait, poll, fi_cntr_read: libfabric's fd protocol), where the core's fd that every
+ * counter's set holds is shared (tcp's progress fd, shm's doorbell): every message must still
+ * reach its poller before its timeout, and the polls that returned per message are printed (the
+ * herd: 1 is the poller itself; rscntr adds shared fds with EPOLLEXCLUSIVE).
  */
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -26,6 +33,10 @@
 #include "harness.h"
 
 #define N 64
+/* FD mode's pollers: each counter's epoll set nests the core's fd (over rxm: set, rxm's wait
+ * set, tcp's progress set, the sockets), and Linux refuses an fd reachable through more than 50
+ * epoll sets at that depth (fs/eventpoll.c, path_limits): fewer counters than N. */
+#define N_FD 32
 #define ROUNDS 10
 #define SIZE 16
 #define LONG_MS 10000
@@ -40,12 +51,44 @@ struct waiter {
 	atomic_int lost;           /* long waits that timed out with a message sent */
 	atomic_int bad;            /* other unexpected returns */
 	atomic_int eavail;
+	int fd;                    /* FD mode: the counter's fd */
+	uint64_t errs;             /* FD mode: the error count last returned with */
+	atomic_int wakes;          /* FD mode: polls that returned the fd readable */
 };
 
 static atomic_uint_fast64_t sent[N];
 static atomic_int stop;
 static struct waiter waiters[N];
 static char rbuf[N][ROUNDS][SIZE], sbuf[SIZE];
+static int fd_mode;
+static struct fid_fabric *fabric;
+
+/* FD mode's fi_cntr_wait: trywait, poll and read until the count, an error or the timeout. */
+static int fd_wait(struct waiter *w, uint64_t next, int tmo)
+{
+	double t0 = now_ms();
+	for (;;) {
+		if (fi_cntr_read(w->cntr) >= next)
+			return 0;
+		uint64_t e = fi_cntr_readerr(w->cntr);
+		if (e != w->errs) {
+			w->errs = e;
+			return -FI_EAVAIL;
+		}
+		double left = tmo - (now_ms() - t0);
+		if (left <= 0)
+			return -FI_ETIMEDOUT;
+		struct fid *f = &w->cntr->fid;
+		int tw = fi_trywait(fabric, &f, 1);
+		if (tw == -FI_EAGAIN)
+			continue;
+		if (tw)
+			return tw;
+		struct pollfd p = { .fd = w->fd, .events = POLLIN };
+		if (poll(&p, 1, (int) left + 1) > 0)
+			atomic_fetch_add(&w->wakes, 1);
+	}
+}
 
 static void *wait_loop(void *arg)
 {
@@ -53,7 +96,7 @@ static void *wait_loop(void *arg)
 	uint64_t next = 1;
 	while (next <= ROUNDS && !atomic_load(&stop)) {
 		int tmo = w->kind == SHORT_TIMEOUTS ? 2 : LONG_MS;
-		int ret = fi_cntr_wait(w->cntr, next, tmo);
+		int ret = fd_mode ? fd_wait(w, next, tmo) : fi_cntr_wait(w->cntr, next, tmo);
 		if (ret == 0) {
 			uint64_t v = fi_cntr_read(w->cntr);
 			atomic_store(&w->seen, v);
@@ -90,19 +133,20 @@ static void drain(struct fid_cq *cq)
 		;
 }
 
-int main(void)
+static void run(struct fi_info *info, const char *core)
 {
-	const char *core = NULL;
-	struct fi_info *info = rdm_thread_safe_info("room_stress", &core);
-	if (!info)
-		return finish("room_stress");
-
-	struct fid_fabric *fabric = NULL;
+	const char *mode = fd_mode ? "FD counters in poll()" : "fi_cntr_wait";
+	const int nw = fd_mode ? N_FD : N;
+	memset(waiters, 0, sizeof(waiters));
+	for (int i = 0; i < nw; i++)
+		atomic_store(&sent[i], 0);
+	atomic_store(&stop, 0);
+	fabric = NULL;
 	struct fid_domain *domain = NULL;
 	CHECK_RET(fi_fabric(info->fabric_attr, &fabric, NULL), 0);
 	CHECK_RET(fi_domain(fabric, info, &domain, NULL), 0);
 	if (!domain)
-		return finish("room_stress");
+		return;
 
 	struct fid_mr *rmr = NULL, *smr = NULL;
 	void *rdesc = NULL, *sdesc = NULL;
@@ -123,7 +167,7 @@ int main(void)
 	CHECK_RET(fi_cq_open(domain, &cq_attr, &scq, NULL), 0);
 	CHECK_RET(fi_endpoint(domain, info, &sep, NULL), 0);
 	if (!sav || !scq || !sep)
-		return finish("room_stress");
+		return;
 	CHECK_RET(fi_ep_bind(sep, &sav->fid, 0), 0);
 	CHECK_RET(fi_ep_bind(sep, &scq->fid, FI_TRANSMIT | FI_RECV), 0);
 	CHECK_RET(fi_enable(sep), 0);
@@ -137,8 +181,8 @@ int main(void)
 	struct fid_ep *eps[N] = { 0 };
 	fi_addr_t addrs[N];
 	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP,
-					  .wait_obj = FI_WAIT_UNSPEC };
-	for (int i = 0; i < N; i++) {
+					  .wait_obj = fd_mode ? FI_WAIT_FD : FI_WAIT_UNSPEC };
+	for (int i = 0; i < nw; i++) {
 		struct waiter *w = &waiters[i];
 		w->index = i;
 		w->kind = i % 4 == 0 ? SHORT_TIMEOUTS : i % 4 == 1 ? ERRORS : PLAIN;
@@ -147,11 +191,13 @@ int main(void)
 		CHECK_RET(fi_cntr_open(domain, &cntr_attr, &w->cntr, NULL), 0);
 		CHECK_RET(fi_endpoint(domain, info, &eps[i], NULL), 0);
 		if (!avs[i] || !cqs[i] || !w->cntr || !eps[i])
-			return finish("room_stress");
+			return;
 		CHECK_RET(fi_ep_bind(eps[i], &avs[i]->fid, 0), 0);
 		CHECK_RET(fi_ep_bind(eps[i], &cqs[i]->fid,
 				     FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION), 0);
 		CHECK_RET(fi_ep_bind(eps[i], &w->cntr->fid, FI_RECV), 0);
+		if (fd_mode)
+			CHECK_RET(fi_control(&w->cntr->fid, FI_GETWAIT, &w->fd), 0);
 		CHECK_RET(fi_enable(eps[i]), 0);
 		fi_addr_t from;
 		CHECK_RET(fi_av_insert(avs[i], sname, 1, &from, 0, NULL), 1);
@@ -165,21 +211,21 @@ int main(void)
 	}
 
 	pthread_t threads[N];
-	for (int i = 0; i < N; i++)
+	for (int i = 0; i < nw; i++)
 		pthread_create(&threads[i], NULL, wait_loop, &waiters[i]);
 	usleep(100000);
 
 	double t0 = now_ms();
 	int late_rounds = 0;
 	for (int r = 1; r <= ROUNDS; r++) {
-		for (int i = 0; i < N; i++) {
+		for (int i = 0; i < nw; i++) {
 			atomic_fetch_add(&sent[i], 1);
 			CHECK_RET(POST(fi_send(sep, sbuf, SIZE, sdesc, addrs[i], NULL), scq), 0);
 			drain(scq);
 		}
 		/* Errors for a quarter of the waiters, between rounds. */
 		if (r == 3 || r == 7)
-			for (int i = 1; i < N; i += 4)
+			for (int i = 1; i < nw; i += 4)
 				CHECK_RET(fi_cntr_adderr(waiters[i].cntr, 1), 0);
 		/* Every waiter has returned with this round's count before its timeout. */
 		double tr = now_ms();
@@ -187,14 +233,14 @@ int main(void)
 		do {
 			drain(scq);
 			all = 1;
-			for (int i = 0; i < N; i++)
+			for (int i = 0; i < nw; i++)
 				all &= atomic_load(&waiters[i].seen) >= (uint64_t) r;
 			if (!all)
 				usleep(200);
 		} while (!all && now_ms() - tr < LONG_MS + 2000);
 		if (!all) {
 			late_rounds++;
-			for (int i = 0; i < N; i++)
+			for (int i = 0; i < nw; i++)
 				if (atomic_load(&waiters[i].seen) < (uint64_t) r)
 					fprintf(stderr, "room_stress: round %d: waiter %d (kind %d) at %lu\n",
 						r, i, waiters[i].kind,
@@ -204,13 +250,13 @@ int main(void)
 	}
 	CHECK(late_rounds == 0, "a round's waiters did not all return with its count");
 	atomic_store(&stop, 1);
-	for (int i = 0; i < N; i++)
+	for (int i = 0; i < nw; i++)
 		pthread_join(threads[i], NULL);
-	printf("room_stress: core %s: %d waiters, %d rounds in %.0f ms\n", core, N, ROUNDS,
+	printf("room_stress: core %s, %s: %d waiters, %d rounds in %.0f ms\n", core, mode, nw, ROUNDS,
 	       now_ms() - t0);
 
 	int lost = 0, bad = 0, eavail = 0, wrong = 0;
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < nw; i++) {
 		lost += atomic_load(&waiters[i].lost);
 		bad += atomic_load(&waiters[i].bad);
 		eavail += atomic_load(&waiters[i].eavail);
@@ -221,7 +267,16 @@ int main(void)
 	CHECK(lost == 0, "%d waits timed out after their message was sent (lost wakeups)", lost);
 	CHECK(bad == 0, "%d waits returned something other than 0, -FI_EAVAIL, -FI_ETIMEDOUT", bad);
 	CHECK(wrong == 0, "%d counters do not read %d (or 2 errors)", wrong, ROUNDS);
-	printf("room_stress: %d -FI_EAVAIL returns, %d lost wakes\n", eavail, lost);
+	printf("room_stress: %s: %d -FI_EAVAIL returns, %d lost wakes\n", mode, eavail, lost);
+	if (fd_mode) {
+		long wakes = 0;
+		for (int i = 0; i < nw; i++)
+			wakes += atomic_load(&waiters[i].wakes);
+		/* Each message and each error wakes its own poller once; the rest is the herd. */
+		long own = (long) nw * ROUNDS + 2L * ((nw + 2) / 4);
+		printf("room_stress: FD: %ld polls returned readable for %ld messages and errors (%.2f "
+		       "each; 1.00 is no herd)\n", wakes, own, (double) wakes / (double) own);
+	}
 
 	/* A thread waits on a counter whose endpoint closes meanwhile. */
 	struct late l = { .cntr = waiters[0].cntr, .threshold = ROUNDS + 1 };
@@ -234,7 +289,7 @@ int main(void)
 	CHECK(l.ret == -FI_ETIMEDOUT, "the wait on the counter of a closed endpoint returned %d",
 	      l.ret);
 
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < nw; i++) {
 		if (eps[i])
 			CHECK_RET(fi_close(&eps[i]->fid), 0);
 		CHECK_RET(fi_close(&waiters[i].cntr->fid), 0);
@@ -250,6 +305,16 @@ int main(void)
 		CHECK_RET(fi_close(&smr->fid), 0);
 	CHECK_RET(fi_close(&domain->fid), 0);
 	CHECK_RET(fi_close(&fabric->fid), 0);
+}
+
+int main(void)
+{
+	const char *core = NULL;
+	struct fi_info *info = rdm_thread_safe_info("room_stress", &core);
+	if (!info)
+		return finish("room_stress");
+	for (fd_mode = 0; fd_mode < 2; fd_mode++)
+		run(info, core);
 	fi_freeinfo(info);
 	return finish("room_stress");
 }

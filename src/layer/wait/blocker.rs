@@ -571,8 +571,27 @@ pub fn epoll_set(eventfd: RawFd) -> std::io::Result<OwnedFd> {
 }
 
 pub fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
+    epoll_add_with(ep, fd, false)
+}
+
+/// Adds a core fd that several counters' epoll sets hold (tcp's progress fd, the doorbell's
+/// socket) with `EPOLLEXCLUSIVE`: one completion then wakes one of the threads in `poll()` on
+/// those sets, not all; whichever it is drives the core's progress with its next call on its
+/// counter (`fi_trywait`, `fi_cntr_read`), which counts into every counter and signals the
+/// eventfd of each one it moved, so the thread the completion was for wakes too.
+pub fn epoll_add_shared(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
+    epoll_add_with(ep, fd, true)
+}
+
+fn epoll_add_with(ep: RawFd, fd: RawFd, exclusive: bool) -> std::io::Result<()> {
+    let events = libc::EPOLLIN as u32
+        | if exclusive {
+            libc::EPOLLEXCLUSIVE as u32
+        } else {
+            0
+        };
     let mut ev = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
+        events,
         u64: fd as u64,
     };
     // SAFETY: a live epoll fd and event.

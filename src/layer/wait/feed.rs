@@ -11,6 +11,7 @@
 use super::bell::Progressed;
 use super::blocker::{
     self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Plan, epoll_add,
+    epoll_add_shared,
 };
 use super::reads::ReadDuty;
 use crate::boundary::ffi;
@@ -173,7 +174,12 @@ fn new_feed(
         .then(|| unsafe { count_through_peer(out) });
     let mut fd_exported = false;
     if let (Some(ep), Some(fd)) = (request.wait_fd, blocker.fd()) {
-        match epoll_add(ep, fd) {
+        let added = if shared {
+            epoll_add_shared(ep, fd)
+        } else {
+            epoll_add(ep, fd)
+        };
+        match added {
             Ok(()) => fd_exported = true,
             Err(e) => fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}"),
         }
