@@ -41,7 +41,7 @@ pub struct LayeredCq {
     /// Over shm, the domain's doorbell (`wait/bell.rs`): waits sleep on it instead of yielding.
     bell: Option<std::sync::Arc<BellBlocker>>,
     /// The kicks of the threads asleep in this CQ's sread on the doorbell, for `fi_cq_signal`.
-    sleeping: Mutex<Vec<std::os::fd::RawFd>>,
+    sleeping: std::sync::Mutex<Vec<std::os::fd::RawFd>>,
 }
 
 /// Opens a core CQ; when the core refuses the wait object, opens it without one and emulates.
@@ -122,7 +122,7 @@ pub unsafe fn open(
             fd,
             signaled: AtomicBool::new(false),
             bell,
-            sleeping: Mutex::new(Vec::new()),
+            sleeping: std::sync::Mutex::new(Vec::new()),
         });
         l.fi_ops.close = Some(cq_close);
         l.fi_ops.control = Some(cq_control);
@@ -319,7 +319,10 @@ fn sleep_on_bell(
             return err::EAGAIN as isize;
         }
     };
-    l.sleeping.lock().push(kick.as_raw_fd());
+    l.sleeping
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(kick.as_raw_fd());
     let found = bell.sleep_outside_room(&kick, deadline, || {
         let r = read();
         if r != err::EAGAIN as isize {
@@ -331,7 +334,10 @@ fn sleep_on_bell(
         }
     });
     let fd = kick.as_raw_fd();
-    l.sleeping.lock().retain(|f| *f != fd);
+    l.sleeping
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|f| *f != fd);
     found.unwrap_or(err::EAGAIN as isize)
 }
 
@@ -387,7 +393,7 @@ unsafe extern "C" fn cq_signal(cq: *mut ofi::fid_cq) -> c_int {
         if let Some(fd) = &l.fd {
             fd.signal();
         }
-        for k in l.sleeping.lock().iter() {
+        for k in l.sleeping.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let one: u64 = 1;
             // SAFETY: the kick eventfd of a thread asleep in this CQ's sread (registered while
             // it sleeps); one lives across the call.

@@ -104,9 +104,11 @@ fn remember_fabric(name: &str, core: &str) {
         .insert(name.to_owned(), core.to_owned());
 }
 
-/// Forgets the fabric names (provider cleanup, before libfabric unloads rscntr).
+/// Forgets the fabric names and puts back the signal handlers the doorbell replaced (provider
+/// cleanup, before libfabric unloads rscntr).
 pub fn release() {
     *FABRIC_CORES.lock() = None;
+    super::wait::bell::uninstall_cleanup();
 }
 
 pub fn core_of_fabric(name: &str) -> Option<String> {

@@ -37,7 +37,6 @@
 use crate::boundary::ffi::err;
 use crate::engine::{Blocker, EventFd, Room, Token, bell, sleep_until_readable};
 use crate::{fi_info, fi_warn};
-use parking_lot::Mutex;
 use std::ffi::{CStr, CString, c_int};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::SeqCst};
@@ -88,6 +87,20 @@ struct NameRecord {
     /// The memfd's descriptor number in the creator.
     fd: i32,
     _pad: u32,
+}
+
+/// std's mutex, whatever a panicking holder left: not parking_lot's, whose parking (the feeds
+/// and peers are contended by a room's members) allocates a process-wide table that would
+/// outlive the DSO.
+struct Mutex<T>(std::sync::Mutex<T>);
+
+impl<T> Mutex<T> {
+    const fn new(v: T) -> Self {
+        Mutex(std::sync::Mutex::new(v))
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 fn last_error() -> std::io::Error {
@@ -580,11 +593,18 @@ impl Drop for NameFile {
 const SLOTS: usize = 1024;
 static CLEANUP: [AtomicPtr<libc::c_char>; SLOTS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
-/// The handlers the cleanup replaced, by signal number (boxed copies that live for ever: a
-/// handler may run at exit).
-static OLD_RAW: [AtomicPtr<libc::sigaction>; 32] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; 32];
 const FATAL: [c_int; 4] = [libc::SIGBUS, libc::SIGSEGV, libc::SIGTERM, libc::SIGINT];
+
+/// The handlers the cleanup replaced, one per signal of [`FATAL`], written once before the
+/// cleanup's own handler is installed for that signal (`HAVE_OLD`), read by that handler.
+struct OldActions(std::cell::UnsafeCell<[std::mem::MaybeUninit<libc::sigaction>; 4]>);
+// SAFETY: each slot is written once, before its flag in HAVE_OLD is set and before the handler
+// that reads it is installed; never written again while a handler may run.
+unsafe impl Sync for OldActions {}
+static OLD: OldActions = OldActions(std::cell::UnsafeCell::new(
+    [std::mem::MaybeUninit::uninit(); 4],
+));
+static HAVE_OLD: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
 
 fn register(path: &CStr) -> Option<usize> {
     let p = path.as_ptr().cast_mut();
@@ -601,6 +621,15 @@ fn register(path: &CStr) -> Option<usize> {
     slot
 }
 
+/// The action the cleanup replaced for `sig`, if it installed itself for it.
+fn old_action(sig: c_int) -> Option<*const libc::sigaction> {
+    let i = FATAL.iter().position(|s| *s == sig)?;
+    // SAFETY: the slot was written before its flag was set (see OldActions).
+    HAVE_OLD[i]
+        .load(SeqCst)
+        .then(|| unsafe { (*OLD.0.get())[i].as_ptr() })
+}
+
 extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     for s in CLEANUP.iter() {
         let p = s.swap(std::ptr::null_mut(), SeqCst);
@@ -609,17 +638,14 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c
             unsafe { libc::unlink(p) };
         }
     }
-    let old = OLD_RAW
-        .get(sig as usize)
-        .map_or(std::ptr::null_mut(), |o| o.load(SeqCst));
     // SAFETY: restores the handler this one replaced (or the default), then runs it as shm's
     // own cleanup does: the previous handler's SA_SIGINFO function, or the signal raised again.
     unsafe {
-        if old.is_null() {
+        let Some(old) = old_action(sig) else {
             libc::signal(sig, libc::SIG_DFL);
             libc::raise(sig);
             return;
-        }
+        };
         libc::sigaction(sig, old, std::ptr::null_mut());
         let h = (*old).sa_sigaction;
         if (*old).sa_flags & libc::SA_SIGINFO != 0 && h != libc::SIG_DFL && h != libc::SIG_IGN {
@@ -632,27 +658,55 @@ extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c
     }
 }
 
+static INSTALLED: Mutex<bool> = Mutex::new(false);
+
 fn install_cleanup() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for sig in FATAL {
-            // SAFETY: an all-zero sigaction is valid; filled below.
-            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-            act.sa_sigaction = on_fatal as *const () as usize;
-            act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            // SAFETY: an all-zero sigaction is valid as an out value.
-            let mut prev: libc::sigaction = unsafe { std::mem::zeroed() };
-            // SAFETY: both live across the call.
-            if unsafe { libc::sigaction(sig, &act, &mut prev) } != 0 {
-                fi_info!(
-                    EpCtrl,
-                    "cannot catch signal {sig} to remove doorbell files on a crash"
-                );
-                continue;
-            }
-            OLD_RAW[sig as usize].store(Box::into_raw(Box::new(prev)), SeqCst);
+    let mut installed = INSTALLED.lock();
+    if *installed {
+        return;
+    }
+    *installed = true;
+    for (i, sig) in FATAL.iter().enumerate() {
+        // SAFETY: an all-zero sigaction is valid; filled below.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = on_fatal as *const () as usize;
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        // SAFETY: the slot is not read until its flag is set (see OldActions); act and the
+        // slot live across the call, which fills the slot with the action replaced.
+        let ret = unsafe { libc::sigaction(*sig, &act, (*OLD.0.get())[i].as_mut_ptr()) };
+        if ret != 0 {
+            fi_info!(
+                EpCtrl,
+                "cannot catch signal {sig} to remove doorbell files on a crash"
+            );
+            continue;
         }
-    });
+        HAVE_OLD[i].store(true, SeqCst);
+    }
+}
+
+/// Puts back the handlers the cleanup replaced (where its own is still installed): the
+/// provider is being unloaded, and a handler must not outlive the code it runs.
+pub fn uninstall_cleanup() {
+    let mut installed = INSTALLED.lock();
+    if !*installed {
+        return;
+    }
+    for (i, sig) in FATAL.iter().enumerate() {
+        if !HAVE_OLD[i].load(SeqCst) {
+            continue;
+        }
+        // SAFETY: an all-zero sigaction is valid as an out value.
+        let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: reads the current action only.
+        unsafe { libc::sigaction(*sig, std::ptr::null(), &mut now) };
+        if now.sa_sigaction == on_fatal as *const () as usize {
+            // SAFETY: the slot was written when the handler was installed.
+            unsafe { libc::sigaction(*sig, (*OLD.0.get())[i].as_ptr(), std::ptr::null_mut()) };
+        }
+        HAVE_OLD[i].store(false, SeqCst);
+    }
+    *installed = false;
 }
 
 /// Removes the name files of dead processes of this pid namespace (left by a SIGKILL).
