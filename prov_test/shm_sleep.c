@@ -1528,13 +1528,25 @@ int main(int argc, char **argv)
 		printf(NAME ": FI_RSCNTR_CORE=%s, not shm: nothing to test\n", core ? core : "(unset)");
 		return finish(NAME);
 	}
+	/* Parts by name on the command line, or in SHM_SLEEP_PARTS (space-separated: for
+	 * prov_test/sanitize.sh, which passes settings only), or all. */
+	char *names[NPARTS + 1];
+	int nnames = 0;
+	static char env_parts[256];
+	for (int a = 1; a < argc && nnames < NPARTS + 1; a++)
+		names[nnames++] = argv[a];
+	if (!nnames && getenv("SHM_SLEEP_PARTS")) {
+		snprintf(env_parts, sizeof(env_parts), "%s", getenv("SHM_SLEEP_PARTS"));
+		for (char *t = strtok(env_parts, " "); t && nnames < NPARTS + 1; t = strtok(NULL, " "))
+			names[nnames++] = t;
+	}
 	int want[NPARTS];
 	for (int i = 0; i < NPARTS; i++)
-		want[i] = argc <= 1;
-	for (int a = 1; a < argc; a++) {
+		want[i] = nnames == 0;
+	for (int a = 0; a < nnames; a++) {
 		int found = 0;
 		for (int i = 0; i < NPARTS; i++)
-			if (!strcmp(argv[a], parts[i].name))
+			if (!strcmp(names[a], parts[i].name))
 				want[i] = found = 1;
 		if (!found) {
 			fprintf(stderr, "usage: %s [idle|ops|fd|many|plain|killed|garbage|leftovers]...\n", argv[0]);
