@@ -161,6 +161,15 @@ pub unsafe fn patch_ep(
         let b = patch_fid(ep.cast(), home, core, Some((ops, orig)), core_info);
         (*ep).ops = &mut **(*b).ep_ops.as_mut().unwrap();
         (*b).flush_passes = flush_passes(core, core_info, 0);
+        if (trigger || rma)
+            && home.plan == super::wait::Plan::Bell
+            && home.waits_seen.load(std::sync::atomic::Ordering::Acquire)
+            && let Ok(bell) = home.waits().bell_blocker()
+        {
+            // Over shm in a domain that waits: ringing tables under the ones installed next,
+            // which call them as the core's (`wait/ring.rs`), published at FI_ENABLE.
+            *(*b).bell.lock() = EpBell::below(ep, bell);
+        }
         if rma {
             let op_flags = core_info
                 .as_ref()
@@ -494,6 +503,9 @@ unsafe fn bind_core_fid(
         let ret = unsafe { orig_bind(fid, bfid, flags) };
         if ret == 0 && class == ofi::FI_CLASS_AV as usize {
             b.av.store(bfid.cast(), std::sync::atomic::Ordering::Release);
+            if let Some(bell) = &*b.bell.lock() {
+                bell.record().set_av(bfid.cast());
+            }
         }
         if ret != 0 || class != ofi::FI_CLASS_CQ as usize {
             return ret;
@@ -719,10 +731,18 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
                     // SAFETY: an open endpoint of this domain (only endpoints reach this far).
                     unsafe { publish_bell(home, fid.cast()) }
                 } else {
-                    // Its tables are rscntr's own already (triggered operations, remote-access
-                    // events), which find their record through the endpoint's table pointers:
-                    // no ringing tables over them (yet), so no bell either.
-                    home.waits().without_bell();
+                    // Its tables are rscntr's own (triggered operations, remote-access events):
+                    // ringing tables went under them at its open if the domain waited then.
+                    let mut below = b.bell.lock();
+                    // SAFETY: as above.
+                    let published = below.as_mut().is_some_and(|e| unsafe { e.published(fid.cast()) });
+                    if !published {
+                        let why = if below.is_some() { "without a published doorbell" } else { "opened before the domain waited" };
+                        match home.bell.lock().as_ref() {
+                            Some(bell) => bell.fall_back(&format!("an endpoint of triggered operations {why}")),
+                            None => home.waits().without_bell(),
+                        }
+                    }
                     None
                 }
             }

@@ -27,9 +27,12 @@ pub struct RingEp {
     inner_rma: ofi::fi_ops_rma,
     inner_atomic: ofi::fi_ops_atomic,
     /// The core AV the endpoint is bound to (addresses are looked up there once each).
-    av: *mut ofi::fid_av,
-    peers: Arc<PeerTable>,
+    av: std::sync::atomic::AtomicPtr<ofi::fid_av>,
+    /// Its AV's peers, found at the first operation.
+    peers: std::sync::OnceLock<Arc<PeerTable>>,
     bell: Arc<BellBlocker>,
+    /// The endpoint, as registered (see [`RingEp::patch_below`]).
+    ep: usize,
 }
 
 impl RingEp {
@@ -62,28 +65,12 @@ impl RingEp {
                 inner_tagged: t,
                 inner_rma: r,
                 inner_atomic: a,
-                av,
-                peers: bell.peers_of(av as usize),
+                av: std::sync::atomic::AtomicPtr::new(av),
+                peers: std::sync::OnceLock::new(),
                 bell,
+                ep: 0,
             });
-            ours!(
-                rec.msg.send => m_send, rec.msg.sendv => m_sendv, rec.msg.sendmsg => m_sendmsg,
-                rec.msg.inject => m_inject, rec.msg.senddata => m_senddata,
-                rec.msg.injectdata => m_injectdata,
-                rec.tagged.send => t_send, rec.tagged.sendv => t_sendv,
-                rec.tagged.sendmsg => t_sendmsg, rec.tagged.inject => t_inject,
-                rec.tagged.senddata => t_senddata, rec.tagged.injectdata => t_injectdata,
-                rec.rma.read => r_read, rec.rma.readv => r_readv, rec.rma.readmsg => r_readmsg,
-                rec.rma.write => r_write, rec.rma.writev => r_writev,
-                rec.rma.writemsg => r_writemsg, rec.rma.inject => r_inject,
-                rec.rma.writedata => r_writedata, rec.rma.injectdata => r_injectdata,
-                rec.atomic.write => a_write, rec.atomic.writev => a_writev,
-                rec.atomic.writemsg => a_writemsg, rec.atomic.inject => a_inject,
-                rec.atomic.readwrite => a_readwrite, rec.atomic.readwritev => a_readwritev,
-                rec.atomic.readwritemsg => a_readwritemsg, rec.atomic.compwrite => a_compwrite,
-                rec.atomic.compwritev => a_compwritev,
-                rec.atomic.compwritemsg => a_compwritemsg,
-            );
+            install::<false>(&mut rec);
             let rec = Box::into_raw(rec);
             if !e.msg.is_null() {
                 e.msg = &mut (*rec).msg;
@@ -101,13 +88,82 @@ impl RingEp {
         }
     }
 
+    /// Gives an endpoint just opened ringing tables under the ones rscntr installs next (those
+    /// of triggered operations and remote-access events, which find their own record through
+    /// the endpoint's table pointers and call these as the core's): these find theirs in a
+    /// registry by endpoint. The AV comes later ([`RingEp::set_av`]). None when the registry is
+    /// full.
+    ///
+    /// # Safety
+    /// `ep` is an open core endpoint nobody else uses yet.
+    pub unsafe fn patch_below(ep: *mut ofi::fid_ep, bell: Arc<BellBlocker>) -> Option<*mut RingEp> {
+        // SAFETY: caller's contract: valid tables or NULL.
+        unsafe {
+            let e = &mut *ep;
+            let (m, t, r, a) = (
+                copy_table(e.msg),
+                copy_table(e.tagged),
+                copy_table(e.rma),
+                copy_table(e.atomic),
+            );
+            let mut rec = Box::new(RingEp {
+                msg: m,
+                tagged: t,
+                rma: r,
+                atomic: a,
+                inner_msg: m,
+                inner_tagged: t,
+                inner_rma: r,
+                inner_atomic: a,
+                av: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+                peers: std::sync::OnceLock::new(),
+                bell,
+                ep: ep as usize,
+            });
+            install::<true>(&mut rec);
+            let rec = Box::into_raw(rec);
+            if !register(ep as usize, rec) {
+                drop(Box::from_raw(rec));
+                return None;
+            }
+            if !e.msg.is_null() {
+                e.msg = &mut (*rec).msg;
+            }
+            if !e.tagged.is_null() {
+                e.tagged = &mut (*rec).tagged;
+            }
+            if !e.rma.is_null() {
+                e.rma = &mut (*rec).rma;
+            }
+            if !e.atomic.is_null() {
+                e.atomic = &mut (*rec).atomic;
+            }
+            Some(rec)
+        }
+    }
+
+    /// The core AV the endpoint is bound to, where its peers are looked up.
+    pub fn set_av(&self, av: *mut ofi::fid_av) {
+        self.av.store(av, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The peers reached through the endpoint's AV (one table per AV, see `bell.rs`).
+    fn peers(&self) -> &PeerTable {
+        self.peers.get_or_init(|| {
+            self.bell
+                .peers_of(self.av.load(std::sync::atomic::Ordering::Acquire) as usize)
+        })
+    }
+
     /// Frees the record once the core closed its endpoint.
     ///
     /// # Safety
     /// `r` came from [`RingEp::patch`]; nothing uses it any more.
     pub unsafe fn free(r: *mut RingEp) {
         // SAFETY: caller's contract.
-        drop(unsafe { Box::from_raw(r) });
+        let rec = unsafe { Box::from_raw(r) };
+        unregister(rec.ep, r);
+        drop(rec);
     }
 
     /// After an operation toward `dest`: the core accepted it, or refused it for now
@@ -119,7 +175,7 @@ impl RingEp {
         {
             return;
         }
-        match self.peers.get(dest, || self.lookup(dest)) {
+        match self.peers().get(dest, || self.lookup(dest)) {
             Some(Looked::Bell(p)) => p.ring_if_armed(),
             Some(Looked::NoBell) => self.bell.fall_back("a peer without a doorbell"),
             None => {}
@@ -129,7 +185,8 @@ impl RingEp {
     /// The shm address of `dest` in the core AV.
     #[cold]
     fn lookup(&self, dest: ofi::fi_addr_t) -> Option<Vec<u8>> {
-        if self.av.is_null() {
+        let av = self.av.load(std::sync::atomic::Ordering::Acquire);
+        if av.is_null() {
             return None;
         }
         let mut buf = vec![0u8; 256];
@@ -137,14 +194,111 @@ impl RingEp {
         // SAFETY: the core AV bound to the endpoint (it cannot close while bound); buf and len
         // live across the call.
         let ret = unsafe {
-            let ops = &*(*self.av).ops;
-            ops.lookup?(self.av, dest, buf.as_mut_ptr().cast(), &mut len)
+            let ops = &*(*av).ops;
+            ops.lookup?(av, dest, buf.as_mut_ptr().cast(), &mut len)
         };
         if ret != 0 || len > buf.len() {
             return None;
         }
         buf.truncate(len);
         Some(buf)
+    }
+}
+
+/// Puts the ringing entries (finding their record by table pointer, or by registry when
+/// `BELOW`) where the tables have the op.
+fn install<const BELOW: bool>(rec: &mut RingEp) {
+    ours!(
+        rec.msg.send => m_send::<BELOW>, rec.msg.sendv => m_sendv::<BELOW>,
+        rec.msg.sendmsg => m_sendmsg::<BELOW>, rec.msg.inject => m_inject::<BELOW>,
+        rec.msg.senddata => m_senddata::<BELOW>, rec.msg.injectdata => m_injectdata::<BELOW>,
+        rec.tagged.send => t_send::<BELOW>, rec.tagged.sendv => t_sendv::<BELOW>,
+        rec.tagged.sendmsg => t_sendmsg::<BELOW>, rec.tagged.inject => t_inject::<BELOW>,
+        rec.tagged.senddata => t_senddata::<BELOW>,
+        rec.tagged.injectdata => t_injectdata::<BELOW>,
+        rec.rma.read => r_read::<BELOW>, rec.rma.readv => r_readv::<BELOW>,
+        rec.rma.readmsg => r_readmsg::<BELOW>, rec.rma.write => r_write::<BELOW>,
+        rec.rma.writev => r_writev::<BELOW>, rec.rma.writemsg => r_writemsg::<BELOW>,
+        rec.rma.inject => r_inject::<BELOW>, rec.rma.writedata => r_writedata::<BELOW>,
+        rec.rma.injectdata => r_injectdata::<BELOW>,
+        rec.atomic.write => a_write::<BELOW>, rec.atomic.writev => a_writev::<BELOW>,
+        rec.atomic.writemsg => a_writemsg::<BELOW>, rec.atomic.inject => a_inject::<BELOW>,
+        rec.atomic.readwrite => a_readwrite::<BELOW>,
+        rec.atomic.readwritev => a_readwritev::<BELOW>,
+        rec.atomic.readwritemsg => a_readwritemsg::<BELOW>,
+        rec.atomic.compwrite => a_compwrite::<BELOW>,
+        rec.atomic.compwritev => a_compwritev::<BELOW>,
+        rec.atomic.compwritemsg => a_compwritemsg::<BELOW>,
+    );
+}
+
+// ---- The registry of records under other tables (see RingEp::patch_below) ----------------
+
+const REGISTRY: usize = 4096;
+/// A slot whose record was freed: skipped by lookups, reused by insertions.
+const FREED: usize = 1;
+static KEYS: [std::sync::atomic::AtomicUsize; REGISTRY] =
+    [const { std::sync::atomic::AtomicUsize::new(0) }; REGISTRY];
+static RECORDS: [std::sync::atomic::AtomicPtr<RingEp>; REGISTRY] =
+    [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; REGISTRY];
+
+fn slot_of(ep: usize) -> usize {
+    (ep >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52 & (REGISTRY - 1)
+}
+
+fn register(ep: usize, rec: *mut RingEp) -> bool {
+    use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+    let start = slot_of(ep);
+    for i in 0..REGISTRY {
+        let k = (start + i) & (REGISTRY - 1);
+        let key = KEYS[k].load(Acquire);
+        if (key == 0 || key == FREED) && KEYS[k].compare_exchange(key, ep, AcqRel, Acquire).is_ok()
+        {
+            RECORDS[k].store(rec, Release);
+            return true;
+        }
+    }
+    crate::fi_info!(
+        EpCtrl,
+        "more than {REGISTRY} ringing endpoints under other tables: this one does not ring"
+    );
+    false
+}
+
+/// The record registered for `ep` (NULL if none).
+#[inline]
+fn registered(ep: *mut ofi::fid_ep) -> *const RingEp {
+    use std::sync::atomic::Ordering::Acquire;
+    let ep = ep as usize;
+    let start = slot_of(ep);
+    for i in 0..REGISTRY {
+        let k = (start + i) & (REGISTRY - 1);
+        match KEYS[k].load(Acquire) {
+            0 => break,
+            key if key == ep => return RECORDS[k].load(Acquire),
+            _ => {}
+        }
+    }
+    std::ptr::null()
+}
+
+fn unregister(ep: usize, rec: *mut RingEp) {
+    use std::sync::atomic::Ordering::Acquire;
+    if ep == 0 {
+        return;
+    }
+    let start = slot_of(ep);
+    for i in 0..REGISTRY {
+        let k = (start + i) & (REGISTRY - 1);
+        match KEYS[k].load(Acquire) {
+            0 => return,
+            key if key == ep && RECORDS[k].load(Acquire) == rec => {
+                RECORDS[k].store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
+                KEYS[k].store(FREED, std::sync::atomic::Ordering::Release);
+                return;
+            }
+            _ => {}
+        }
     }
 }
 
@@ -185,9 +339,17 @@ macro_rules! rec_of {
 /// A ringing entry: calls the wrapped one, then rings `$dest`.
 macro_rules! ringing {
     ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr) => {
-        unsafe extern "C" fn $name(ep: *mut ofi::fid_ep, $($a: $t),*) -> isize {
+        unsafe extern "C" fn $name<const BELOW: bool>(ep: *mut ofi::fid_ep, $($a: $t),*) -> isize {
             crate::ffi_boundary! {
-                let rec = rec_of!(ep, $table);
+                let rec = if BELOW {
+                    // SAFETY: registered by patch_below until freed after the core closed `ep`.
+                    match unsafe { registered(ep).as_ref() } {
+                        Some(r) => r,
+                        None => return crate::boundary::ffi::err::EINVAL as isize,
+                    }
+                } else {
+                    rec_of!(ep, $table)
+                };
                 let Some(f) = rec.$inner.$slot else { return crate::boundary::ffi::err::ENOSYS as isize };
                 // SAFETY: the entry this one replaced, with the application's arguments.
                 let ret = unsafe { f(ep, $($a),*) };
@@ -256,7 +418,7 @@ ringing!(a_compwritemsg, atomic, inner_atomic.compwritemsg, (m: *const ofi::fi_m
 /// An endpoint's part in the doorbell: the name its bell is published under (removed when
 /// dropped) and its ringing tables (freed when dropped, after the core closed the endpoint).
 pub struct EpBell {
-    _name: Option<super::bell::NameFile>,
+    name: Option<super::bell::NameFile>,
     ring: *mut RingEp,
 }
 
@@ -293,7 +455,34 @@ impl EpBell {
     ) -> EpBell {
         // SAFETY: caller's contract.
         let ring = unsafe { RingEp::patch(ep, av, bell) };
-        EpBell { _name: name, ring }
+        EpBell { name, ring }
+    }
+
+    /// At an endpoint's open, under the tables rscntr installs next (see
+    /// [`RingEp::patch_below`]); published at its FI_ENABLE ([`EpBell::published`]).
+    ///
+    /// # Safety
+    /// As [`RingEp::patch_below`].
+    pub unsafe fn below(ep: *mut ofi::fid_ep, bell: Arc<BellBlocker>) -> Option<EpBell> {
+        // SAFETY: caller's contract.
+        let ring = unsafe { RingEp::patch_below(ep, bell) }?;
+        Some(EpBell { name: None, ring })
+    }
+
+    /// The ringing record (for its AV).
+    pub fn record(&self) -> &RingEp {
+        // SAFETY: live as long as self.
+        unsafe { &*self.ring }
+    }
+
+    /// Publishes the bell under `ep`'s address (an endpoint given ringing tables at its open).
+    ///
+    /// # Safety
+    /// `ep` is the endpoint, about to be enabled.
+    pub unsafe fn published(&mut self, ep: *mut ofi::fid_ep) -> bool {
+        // SAFETY: caller's contract.
+        self.name = unsafe { EpBell::publish(ep, &self.record().bell) };
+        self.name.is_some()
     }
 }
 
