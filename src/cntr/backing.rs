@@ -92,4 +92,7 @@ impl<S: Store> Tally for Counter<S> {
     fn count_err(&self, n: u64) {
         note(self.add_err(n));
     }
+    fn value(&self) -> u64 {
+        self.read()
+    }
 }

@@ -14,6 +14,8 @@ use std::os::fd::RawFd;
 pub trait Tally {
     fn count(&self, n: u64);
     fn count_err(&self, n: u64);
+    /// The counter's value (for a feed that watches whether its pull moved it).
+    fn value(&self) -> u64;
 }
 
 /// What the counter offers the home that opens its feed.

@@ -44,6 +44,14 @@ pub fn poll_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) -> bool {
     ppoll_for(&mut fds, limit) > 0 && fds[0].revents != 0
 }
 
+/// As [`sleep_until_readable`]; says whether the sleep ended by `fd` or `kick` being
+/// readable (true, true...) or by `limit` (false, false).
+pub fn poll_which(fd: RawFd, kick: RawFd, limit: Option<Duration>) -> (bool, bool) {
+    let mut fds = [pollin(fd), pollin(kick)];
+    let n = ppoll_for(&mut fds, limit);
+    (n > 0 && fds[0].revents != 0, n > 0 && fds[1].revents != 0)
+}
+
 /// A pollfd asking whether `fd` is readable.
 fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd {

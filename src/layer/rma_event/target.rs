@@ -344,6 +344,9 @@ struct Nothing;
 impl Tally for Nothing {
     fn count(&self, _: u64) {}
     fn count_err(&self, _: u64) {}
+    fn value(&self) -> u64 {
+        0
+    }
 }
 
 /// The feed of a counter bound to MRs of a domain whose remote accesses rscntr counts.

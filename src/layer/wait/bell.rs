@@ -35,7 +35,7 @@
 //!   page at all: a peer writing garbage makes spurious rings or missed ones (bounded above).
 
 use crate::boundary::ffi::err;
-use crate::engine::{Blocker, EventFd, Room, Token, bell, sleep_until_readable};
+use crate::engine::{Blocker, EventFd, Room, Token, bell, poll_which};
 use crate::{fi_info, fi_warn};
 use std::ffi::{CStr, CString, c_int};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -156,6 +156,10 @@ pub struct BellBlocker {
     memfd: OwnedFd,
     /// The longest sleep, in nanoseconds ([`NORMAL_SLEEP`] or [`FALLBACK_SLEEP`]).
     cap_ns: AtomicU64,
+    /// The last sleep ended by the bell's own bound, not by a ring (see `unrung_arrival`).
+    unrung_wake: AtomicBool,
+    /// Counts brought in after such sleeps.
+    unrung_arrivals: std::sync::atomic::AtomicU32,
     said_fallback: AtomicBool,
     /// The core counters of the domain's bound counters, each progressed by a waiter's pull
     /// (shm progresses per endpoint: a core counter's read drives the endpoints bound to it).
@@ -195,6 +199,8 @@ impl BellBlocker {
             page,
             memfd,
             cap_ns: AtomicU64::new(NORMAL_SLEEP.as_nanos() as u64),
+            unrung_wake: AtomicBool::new(false),
+            unrung_arrivals: std::sync::atomic::AtomicU32::new(0),
             said_fallback: AtomicBool::new(false),
             feeds: Mutex::new(Vec::new()),
             peers: Mutex::new(Vec::new()),
@@ -229,6 +235,21 @@ impl BellBlocker {
         })
     }
 
+    /// Whether the last sleep ended by the bell's own bound (and forgets it).
+    pub fn take_unrung_wake(&self) -> bool {
+        self.unrung_wake.load(std::sync::atomic::Ordering::Relaxed)
+            && self.unrung_wake.swap(false, SeqCst)
+    }
+
+    /// A pull after a sleep that no ring ended brought in a count: a peer completed an
+    /// operation toward this domain and did not ring (one that never waits, plain shm, another
+    /// pid namespace), or a ring and the bound crossed. Twice, and waits fall back.
+    pub fn unrung_arrival(&self) {
+        if self.unrung_arrivals.fetch_add(1, SeqCst) + 1 >= 2 {
+            self.fall_back("a peer that completed operations toward this domain without ringing");
+        }
+    }
+
     /// A feed whose core counter waiters drive (see [`Progressed`]), until [`Self::remove_feed`].
     ///
     /// # Safety
@@ -252,9 +273,9 @@ impl BellBlocker {
         t
     }
 
-    /// What a waiter's pull drives: every bound counter's endpoints (shm progresses each
-    /// endpoint on its own), then a ring to each mapped peer that is armed (what the progress
-    /// answered may be what it waits for).
+    /// What arming drives: every bound counter's endpoints (shm progresses each endpoint on
+    /// its own), then a ring to each mapped peer that is armed (what the progress answered may
+    /// be what it waits for).
     pub fn pull_domain(&self) {
         {
             let feeds = self.feeds.lock();
@@ -263,6 +284,11 @@ impl BellBlocker {
                 unsafe { &**f }.progress_only();
             }
         }
+        self.ring_back();
+    }
+
+    /// Rings each peer the domain's endpoints have mapped that is armed.
+    pub fn ring_back(&self) {
         for t in self.peers.lock().iter() {
             t.ring_armed();
         }
@@ -358,12 +384,15 @@ impl Blocker for BellBlocker {
         Token(0)
     }
 
-    /// Drains the socket and arms the word: false (look again before sleeping) when a ring
-    /// came or the word was not armed (first arming, or a peer disarmed it to ring), see
-    /// `engine::bell`.
+    /// Drains the socket, arms the word, then drives the progress of every bound counter's
+    /// endpoints (after the arming: see `engine::bell`), which counts into their counters and
+    /// wakes their waiters: false (look again before sleeping) when a ring came or the word was
+    /// not armed (first arming, or a peer disarmed it to ring).
     fn arm(&self) -> bool {
         let rang = self.drain();
-        bell::arm(self.armed()) && !rang
+        let armed = bell::arm(self.armed());
+        self.pull_domain();
+        armed && !rang
     }
 
     fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
@@ -371,7 +400,12 @@ impl Blocker for BellBlocker {
         let left = until.map_or(cap, |u| {
             u.saturating_duration_since(Instant::now()).min(cap)
         });
-        sleep_until_readable(self.socket.as_raw_fd(), kick.as_raw_fd(), Some(left));
+        let (rung, kicked) = poll_which(self.socket.as_raw_fd(), kick.as_raw_fd(), Some(left));
+        if !rung && !kicked && left == cap {
+            // The bell's own bound ended this sleep (not a ring, an interrupt or the caller's
+            // deadline): see `unrung_arrival`.
+            self.unrung_wake.store(true, SeqCst);
+        }
     }
 
     /// A sleep here costs the peer a ring and this thread a wake; a peer in a ping-pong answers

@@ -330,10 +330,20 @@ impl Feed for CoreFeed {
     /// make the core's fd readable for it again), and completions are what it waits for.
     fn sync(&self, tally: &dyn Tally, errors_too: bool) {
         if let CoreBlocker::Bell(b) = &self.blocker {
-            // A waiter's pull (and the watcher's): every endpoint of the domain, whose
-            // completions the core counts straight into their counters, then rings for
-            // the peers that wait on answers.
-            b.pull_domain();
+            // A waiter's pull: this counter's endpoints (the bell's arming drives the whole
+            // domain's, see `bell.rs`). When it moved the counter (the wait may end now, and
+            // not arm again), a ring to each peer that sleeps: an answer this progress made
+            // may be what it waits for. After a sleep that no ring ended, a count it brings in
+            // came from a peer that did not ring.
+            let before = tally.value();
+            let unrung = b.take_unrung_wake();
+            self.sync_own(tally, errors_too);
+            if tally.value() != before {
+                b.ring_back();
+                if unrung {
+                    b.unrung_arrival();
+                }
+            }
             return;
         }
         self.sync_own(tally, errors_too);
