@@ -73,9 +73,12 @@ def parse_pair(path, size=8):
         w = line.split()
         if len(w) >= 7 and w[0] == str(size):
             try:
-                mbps = float(w[4])
+                mbps, us = float(w[4]), float(w[5])
             except ValueError:
                 continue
+            # both print 2 decimals: the larger of the two has more significant digits
+            if us >= mbps and us > 0:
+                return 1e6 / us
             if mbps > 0:
                 return mbps * 1e6 / size
     return None
@@ -94,12 +97,14 @@ def main():
     reps, pp_reps = int(meta["reps"]), int(meta["pp_reps"])
     pairs = [int(x) for x in meta["pairs"].split()]
     iters = int(meta["over_iters"])
+    modes = meta.get("modes", "wake pp over").split()
     missing = []
 
     # ---- 1-2: idle wake
     wake = {}
     for v in variants:
-        runs = [parse_wake(os.path.join(raw, f"wake-{v}-{r}.txt")) for r in range(1, reps + 1)]
+        runs = [parse_wake(os.path.join(raw, f"wake-{v}-{r}.txt")) for r in range(1, reps + 1)
+                if "wake" in modes]
         for r, x in enumerate(runs, 1):
             if "why" in x:
                 missing.append(f"wake {v} rep {r}: {x['why']}")
@@ -114,7 +119,7 @@ def main():
             for v in variants:
                 path = os.path.join(raw, f"pp-{prog}-{size}-{v}.txt")
                 xs = [float(l) for l in open(path).read().split()] if os.path.exists(path) else []
-                if len(xs) < pp_reps:
+                if len(xs) < pp_reps and "pp" in modes:
                     missing.append(f"{prog} {size} B {v}: {len(xs)} of {pp_reps} repetitions")
                 pp[prog, size, v] = (med(xs), len(xs))
 
@@ -122,7 +127,7 @@ def main():
     over = {}
     for n in pairs:
         for v in variants:
-            aggs, timeouts, walls = [], 0, []
+            aggs, spans, timeouts, walls = [], [], 0, []
             for r in range(1, reps + 1):
                 d = os.path.join(raw, f"over-{v}-{n}-{r}")
                 rates = [parse_pair(os.path.join(d, f"pair-{i}.txt")) for i in range(1, n + 1)]
@@ -130,14 +135,16 @@ def main():
                 m = os.path.join(d, "meta.txt")
                 if os.path.exists(m):
                     walls.append(float(open(m).read().split()[1]))
-                if len(done) < n:
+                if len(done) < n and "over" in modes:
                     timeouts += 1
                     missing.append(f"oversubscribed {n} pairs {v} rep {r}: {len(done)} of {n} pairs finished")
                 else:
                     aggs.append(sum(done))
+                    # every pair's messages over the slowest pair's time (2 x iterations each)
+                    spans.append(n * 2 * iters / max(2 * iters / x for x in done))
             over[n, v] = {"agg": med(aggs), "min": min(aggs) if aggs else None,
                           "max": max(aggs) if aggs else None, "ok": len(aggs), "timeouts": timeouts,
-                          "wall": max(walls) if walls else None}
+                          "span": med(spans), "wall": max(walls) if walls else None}
 
     # ---- the report
     busy = float(meta.get("busy_before_pct", "nan"))
@@ -161,77 +168,95 @@ def main():
           "Every run in a network and mount namespace of its own (loopback, a private /dev/shm); "
           "the variants interleaved, their order rotated from one repetition to the next.", ""]
 
-    L += ["## Idle waiter: CPU and wake latency", "",
-          f"`bench/bound_wake.c -w unspec -I {meta['idle_ms']} -m 8`: one thread in `fi_cntr_wait` "
-          "on a counter bound `FI_RECV` (`FI_WAIT_UNSPEC`); the peer idles "
-          f"{meta['idle_ms']} ms (+0–1 ms) after the waiter says it waits, then sends 8 B carrying "
-          f"its clock; {meta['samples']} samples a run, {reps} runs per variant. CPU: the "
-          "receiver process's user + system time over the phase divided by its wall time (100 % = "
-          "one core busy the whole time). Latency: the waiter's clock when the wait returns minus "
-          "the time in the message. Medians over the runs of each run's figure.", ""]
-    hdr = "| variant | idle CPU, % of a core | wake median µs | wake p99 µs |"
-    sep = "|---|---:|---:|---:|"
-    for c in cmp_:
-        hdr += f" median vs {c} |"
-        sep += "---:|"
-    L += [hdr, sep]
-    for v in variants:
-        w = wake[v]
-        row = f"| {LABEL[v]} | {fmt(w['cpu_pct'], 1)} | {fmt(w['med'])} | {fmt(w['p99'])} |"
+    if "wake" in modes:
+        L += ["## Idle waiter: CPU and wake latency", "",
+              f"`bench/bound_wake.c -w unspec -I {meta['idle_ms']} -m 8`: one thread in `fi_cntr_wait` "
+              "on a counter bound `FI_RECV` (`FI_WAIT_UNSPEC`); the peer idles "
+              f"{meta['idle_ms']} ms (+0–1 ms) after the waiter says it waits, then sends 8 B carrying "
+              f"its clock; {meta['samples']} samples a run, {reps} runs per variant. CPU: the "
+              "receiver process's user + system time over the phase divided by its wall time (100 % = "
+              "one core busy the whole time). Latency: the waiter's clock when the wait returns minus "
+              "the time in the message. Medians over the runs of each run's figure.", ""]
+        hdr = "| variant | idle CPU, % of a core | wake median µs | wake p99 µs |"
+        sep = "|---|---:|---:|---:|"
         for c in cmp_:
-            row += f" {rfmt(ratio(w['med'], wake[c]['med'])) if c != v else '–'} |"
-        L.append(row)
-    L.append("")
-
-    L += ["## Pingpong with nobody armed (the send path)", "",
-          f"fi_rdm_pingpong and fi_rdm_cntr_pingpong (completion method spin: nobody sleeps), "
-          f"{meta['pp_iters']} iterations, median usec/xfer over {pp_reps} interleaved repetitions "
-          "(computed from fabtests' MB/sec, which has more digits than its usec/xfer). The "
-          "doorbell's cost where nobody waits is the ratio to FI_RSCNTR_SHM_BELL=0 "
-          "(and to the base build).", ""]
-    hdr = "| program | size | " + " | ".join(f"{v} µs" for v in variants) + " |"
-    sep = "|---|---:|" + "---:|" * len(variants)
-    for c in cmp_:
-        hdr += f" bell/{c} |"
-        sep += "---:|"
-    L += [hdr, sep]
-    for prog in PROGRAMS:
-        for size in SIZES:
-            row = f"| {prog} | {'64 KiB' if size == 65536 else f'{size} B'} | "
-            row += " | ".join(fmt(pp[prog, size, v][0], 3) for v in variants) + " |"
-            for c in cmp_:
-                row += f" {rfmt(ratio(pp[prog, size, 'bell'][0], pp[prog, size, c][0]))} |"
-            L.append(row)
-    L.append("")
-
-    L += ["## Oversubscribed: pairs of fi_rdm_cntr_pingpong -c sread at once", "",
-          f"1 to {pairs[-1]} pairs of `fi_rdm_cntr_pingpong -c sread -S 8 -I {iters}` (counters with "
-          f"`FI_WAIT_UNSPEC`, `fi_cntr_wait`) at once on the machine's {meta['machine'].split()[0]} "
-          "cores, each pair in its namespace; every client starts at the same moment. Aggregate "
-          "messages per second: each pair's 2 × iterations / its elapsed time (fabtests' "
-          "own timing), summed over the pairs; the median over "
-          f"{reps} repetitions (min–max in brackets). A configuration bounded at "
-          f"{meta['over_timeout_s']} s that did not finish is counted under timeouts, not hidden.", ""]
-    hdr = "| pairs | " + " | ".join(f"{v} msgs/s" for v in variants) + " |"
-    sep = "|---:|" + "---:|" * len(variants)
-    for c in cmp_:
-        hdr += f" bell/{c} |"
-        sep += "---:|"
-    hdr += " timeouts |"
-    sep += "---|"
-    L += [hdr, sep]
-    for n in pairs:
-        cells = []
+            hdr += f" median vs {c} |"
+            sep += "---:|"
+        L += [hdr, sep]
         for v in variants:
-            o = over[n, v]
-            cells.append("timed out" if o["agg"] is None else
-                         f"{fmt(o['agg'])} ({fmt(o['min'])}–{fmt(o['max'])})" if o["ok"] > 1 else fmt(o["agg"]))
-        row = f"| {n} | " + " | ".join(cells) + " |"
+            w = wake[v]
+            row = f"| {LABEL[v]} | {fmt(w['cpu_pct'], 1)} | {fmt(w['med'])} | {fmt(w['p99'])} |"
+            for c in cmp_:
+                row += f" {rfmt(ratio(w['med'], wake[c]['med'])) if c != v else '–'} |"
+            L.append(row)
+        L.append("")
+
+    if "pp" in modes:
+        L += ["## Pingpong with nobody armed (the send path)", "",
+              f"fi_rdm_pingpong and fi_rdm_cntr_pingpong (completion method spin: nobody sleeps), "
+              f"{meta['pp_iters']} iterations, median usec/xfer over {pp_reps} interleaved repetitions "
+              "(from fabtests' usec/xfer or its MB/sec, whichever printed more digits). The "
+              "doorbell's cost where nobody waits is the ratio to FI_RSCNTR_SHM_BELL=0 "
+              "(and to the base build).", ""]
+        hdr = "| program | size | " + " | ".join(f"{v} µs" for v in variants) + " |"
+        sep = "|---|---:|" + "---:|" * len(variants)
         for c in cmp_:
-            row += f" {rfmt(ratio(over[n, 'bell']['agg'], over[n, c]['agg']))} |"
-        tos = ", ".join(f"{v} {over[n, v]['timeouts']}/{reps}" for v in variants if over[n, v]["timeouts"])
-        row += f" {tos or 'none'} |"
-        L.append(row)
+            hdr += f" bell/{c} |"
+            sep += "---:|"
+        L += [hdr, sep]
+        for prog in PROGRAMS:
+            for size in SIZES:
+                row = f"| {prog} | {'64 KiB' if size == 65536 else f'{size} B'} | "
+                row += " | ".join(fmt(pp[prog, size, v][0], 3) for v in variants) + " |"
+                for c in cmp_:
+                    row += f" {rfmt(ratio(pp[prog, size, 'bell'][0], pp[prog, size, c][0]))} |"
+                L.append(row)
+        L.append("")
+
+    if "over" in modes:
+        L += ["## Oversubscribed: pairs of fi_rdm_cntr_pingpong -c sread at once", "",
+              f"1 to {pairs[-1]} pairs of `fi_rdm_cntr_pingpong -c sread -S 8 -I {iters}` (counters with "
+              f"`FI_WAIT_UNSPEC`, `fi_cntr_wait`) at once on the machine's {meta['machine'].split()[0]} "
+              "cores, each pair in its namespace; every client starts at the same moment. Aggregate "
+              "messages per second: each pair's 2 × iterations / its elapsed time (fabtests' "
+              "own timing), summed over the pairs; the median over "
+              f"{reps} repetitions (min–max in brackets). A configuration bounded at "
+              f"{meta['over_timeout_s']} s that did not finish is counted under timeouts, not hidden.", ""]
+        hdr = "| pairs | " + " | ".join(f"{v} msgs/s" for v in variants) + " |"
+        sep = "|---:|" + "---:|" * len(variants)
+        for c in cmp_:
+            hdr += f" bell/{c} |"
+            sep += "---:|"
+        hdr += " timeouts |"
+        sep += "---|"
+        L += [hdr, sep]
+        for n in pairs:
+            cells = []
+            for v in variants:
+                o = over[n, v]
+                cells.append("timed out" if o["agg"] is None else
+                             f"{fmt(o['agg'])} ({fmt(o['min'])}–{fmt(o['max'])})" if o["ok"] > 1 else fmt(o["agg"]))
+            row = f"| {n} | " + " | ".join(cells) + " |"
+            for c in cmp_:
+                row += f" {rfmt(ratio(over[n, 'bell']['agg'], over[n, c]['agg']))} |"
+            tos = ", ".join(f"{v} {over[n, v]['timeouts']}/{reps}" for v in variants if over[n, v]["timeouts"])
+            row += f" {tos or 'none'} |"
+            L.append(row)
+        L += ["", "The same runs counted another way: all the pairs' messages over the slowest pair's "
+              "elapsed time (what the machine delivered while every pair ran; below the sum when "
+              "some pairs finish early, i.e. when the pairs are not served alike).", ""]
+        hdr = "| pairs | " + " | ".join(f"{v} msgs/s" for v in variants) + " |"
+        sep = "|---:|" + "---:|" * len(variants)
+        for c in cmp_:
+            hdr += f" bell/{c} |"
+            sep += "---:|"
+        L += [hdr, sep]
+        for n in pairs:
+            row = f"| {n} | " + " | ".join(fmt(over[n, v]["span"]) if over[n, v]["span"] else "timed out"
+                                         for v in variants) + " |"
+            for c in cmp_:
+                row += f" {rfmt(ratio(over[n, 'bell']['span'], over[n, c]['span']))} |"
+            L.append(row)
     L += ["", "![idle CPU, wake latency and oversubscribed throughput](shm_sleep.svg)", ""]
     if missing:
         L += ["## Runs without a number", ""] + [f"- {m}" for m in missing] + [""]
@@ -313,13 +338,15 @@ def svg(path, variants, wake, over, pairs):
     for n in pairs:
         o.append(f'<text x="{xs[n]:.1f}" y="{H - B + 14}" text-anchor="middle">{n}</text>')
     o.append(f'<text x="{x0 + PW / 2}" y="{H - B + 30}" text-anchor="middle">pairs of fi_rdm_cntr_pingpong -c sread</text>')
+    o.append(f'<text x="{x0 + PW / 2}" y="{H - B + 44}" text-anchor="middle" font-size="10">solid: sum of the pairs\' rates; dashed: all / slowest pair\'s time</text>')
     for i, v in enumerate(variants):
-        d = [(xs[n], fy(over[n, v]["agg"], top)) for n in pairs if over[n, v]["agg"]]
-        if d:
-            o.append(f'<polyline fill="none" stroke="{COLOUR[v]}" stroke-width="2" points="' +
-                     " ".join(f"{x:.1f},{y:.1f}" for x, y in d) + '"/>')
-            for x, y in d:
-                o.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{COLOUR[v]}"/>')
+        for key, dash in (("agg", ""), ("span", ' stroke-dasharray="5,4"')):
+            d = [(xs[n], fy(over[n, v][key], top)) for n in pairs if over[n, v][key]]
+            if d:
+                o.append(f'<polyline fill="none" stroke="{COLOUR[v]}" stroke-width="2"{dash} points="' +
+                         " ".join(f"{x:.1f},{y:.1f}" for x, y in d) + '"/>')
+                for x, y in d:
+                    o.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{COLOUR[v]}"/>')
         for n in pairs:
             if over[n, v]["agg"] is None:
                 o.append(f'<text x="{xs[n]:.1f}" y="{T + 10 + 12 * i}" text-anchor="middle" fill="{COLOUR[v]}">timed out</text>')

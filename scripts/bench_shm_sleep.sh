@@ -16,15 +16,16 @@
 # Writes docs/shm_sleep.md and docs/shm_sleep.svg (bench/shm_sleep_report.py).
 #   scripts/bench_shm_sleep.sh [--smoke] [-r REPS] [-R PP_REPS] [-n SAMPLES] [-I IDLE_MS]
 #                              [-i PP_ITERS] [-O OVER_ITERS] [-p "PAIRS ..."] [-T OVER_TIMEOUT_S]
-#                              [-b REV] [-o OUT_DIR]
+#                              [-m "MODE ..."] [-b REV] [-o OUT_DIR]
 #   --smoke  seconds: one repetition, few samples and iterations, pairs "1 2"; the report goes
 #            into the raw dir (docs/ untouched) and the script fails unless every configuration
 #            produced numbers (timing never checked)
 #   -r  repetitions of the wake and oversubscribed parts (default 3); -R of the pingpongs (7)
 #   -n  idle-wake samples per run (default 500), -I the peer's idle time per sample (20 ms)
-#   -i  pingpong iterations (default 5000); -O iterations of each oversubscribed pair (20000)
+#   -i  pingpong iterations (default 5000); -O iterations of each oversubscribed pair (40000)
 #   -p  pair counts (default "1 2 4 8"); -T the bound on one oversubscribed configuration (30 s:
 #       a configuration that overruns it is reported as timed out, with the pairs that finished)
+#   -m  parts (default "wake pp over"; a subset writes its report into the raw dir only)
 #   -b  also rscntr built at revision REV, as "base"
 #   -o  raw results into OUT_DIR (default .deps/bench/<date>-shm-sleep)
 # Every run is in a network and mount namespace of its own (prov_test/loopback_only.sh: only
@@ -34,14 +35,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 SMOKE=0
 if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
-REPS=3 PP_REPS=7 SAMPLES=500 IDLE=20 PP_ITERS=5000 OVER_ITERS=20000 PAIRS="1 2 4 8" OVER_T=30
-BASE="" OUT=""
+REPS=3 PP_REPS=7 SAMPLES=500 IDLE=20 PP_ITERS=5000 OVER_ITERS=40000 PAIRS="1 2 4 8" OVER_T=30
+BASE="" OUT="" MODES="wake pp over"
 [ $SMOKE = 1 ] && REPS=1 PP_REPS=1 SAMPLES=5 IDLE=5 PP_ITERS=200 OVER_ITERS=500 PAIRS="1 2"
-while getopts "r:R:n:I:i:O:p:T:b:o:" opt; do
+while getopts "r:R:n:I:i:O:p:T:m:b:o:" opt; do
     case $opt in
         r) REPS=$OPTARG ;; R) PP_REPS=$OPTARG ;; n) SAMPLES=$OPTARG ;; I) IDLE=$OPTARG ;;
         i) PP_ITERS=$OPTARG ;; O) OVER_ITERS=$OPTARG ;; p) PAIRS=$OPTARG ;; T) OVER_T=$OPTARG ;;
-        b) BASE=$OPTARG ;; o) OUT=$OPTARG ;;
+        m) MODES=$OPTARG ;; b) BASE=$OPTARG ;; o) OUT=$OPTARG ;;
         *) sed -n '2,32p' "$0" >&2; exit 2 ;;
     esac
 done
@@ -70,8 +71,9 @@ busy_pct() {
     awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); printf "%.1f", 100 * (y[1] - x[1]) / (y[2] - x[2])}'
 }
 {
-    echo "command scripts/bench_shm_sleep.sh$([ $SMOKE = 1 ] && echo " --smoke") -r $REPS -R $PP_REPS -n $SAMPLES -I $IDLE -i $PP_ITERS -O $OVER_ITERS -p '$PAIRS' -T $OVER_T${BASE:+ -b $BASE}"
+    echo "command scripts/bench_shm_sleep.sh$([ $SMOKE = 1 ] && echo " --smoke") -r $REPS -R $PP_REPS -n $SAMPLES -I $IDLE -i $PP_ITERS -O $OVER_ITERS -p '$PAIRS' -T $OVER_T -m '$MODES'${BASE:+ -b $BASE}"
     echo "smoke $SMOKE"
+    echo "modes $MODES"
     echo "date $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "variants $VARIANTS"
     echo "reps $REPS"
@@ -108,9 +110,10 @@ prov_of() { case $1 in shm) echo shm ;; *) echo rscntr ;; esac; }
 order() { tr ' ' '\n' <<<"$VARIANTS" | awk -v k="$1" '{a[NR-1]=$0} END {for (j = 0; j < NR; j++) print a[(j + k) % NR]}' | xargs; }
 
 t0=$SECONDS
+has() { [[ " $MODES " == *" $1 "* ]]; }
 # ---- 1-2: idle waiter CPU and wake latency -------------------------------------------------
 WAKE_D=$((30 + SAMPLES * (IDLE + 3) / 1000))
-for rep in $(seq 1 "$REPS"); do
+has wake && for rep in $(seq 1 "$REPS"); do
     for v in $(order "$rep"); do
         f=$OUT/wake-$v-$rep.txt
         as "$v" timeout -k 5 $((WAKE_D + 15)) "$NS" target/bound_wake -p "$(prov_of "$v")" -w unspec \
@@ -122,15 +125,16 @@ done
 
 # ---- 3: pingpongs with nobody armed ----------------------------------------------------------
 # fi_rdm_pingpong (or fi_rdm_cntr_pingpong) over <variant>, both sides in one namespace: usec/xfer
-# at <size>, from fabtests' MB/sec (4 significant digits where usec/xfer prints 2 decimals)
+# at <size>, from its usec/xfer or its MB/sec, whichever is the larger number (both print 2
+# decimals: 0.49 usec/xfer is 16.28 MB/sec at 8 B)
 ppv() { # <variant> <size> <bin>
     local v=$1 size=$2 bin=$3
     as "$v" timeout 120 "$NS" sh -c '
         "$3" -p "$1" -B 9871 -s 127.0.0.1 -S "$2" -I "$4" >/dev/null 2>&1 & sleep 0.3
         "$3" -p "$1" -P 9871 -S "$2" -I "$4" 127.0.0.1; wait' sh "$(prov_of "$v")" "$size" "$bin" "$PP_ITERS" 2>/dev/null |
-        awk -v s="$size" '($1 == s || $1 == (s / 1024) "k") && $5 > 0 {printf "%.4f\n", s / $5}'
+        awk -v s="$size" '($1 == s || $1 == (s / 1024) "k") && $5 > 0 {printf "%.4f\n", $6 >= $5 ? $6 : s / $5}'
 }
-for rep in $(seq 1 "$PP_REPS"); do
+has pp && for rep in $(seq 1 "$PP_REPS"); do
     for size in 8 65536; do
         for bin in fi_rdm_pingpong fi_rdm_cntr_pingpong; do
             for v in $(order "$rep"); do
@@ -160,9 +164,9 @@ over() { # <variant> <pairs> <rep>
     touch "$dir/go"
     wait
     echo "wall_s $((SECONDS - t))" > "$dir/meta.txt"
-    echo "[shm-sleep] oversubscribed rep $rep, $n pairs, $v: $(awk '$1 == 8 && $5 > 0 {s += $5 * 1e6 / 8; k++} END {printf "%d pairs done, %.0f msgs/s", k, s}' "$dir"/pair-*.txt) ($((SECONDS - t)) s)"
+    echo "[shm-sleep] oversubscribed rep $rep, $n pairs, $v: $(awk '$1 == 8 && $5 > 0 {s += $6 >= $5 ? 1e6 / $6 : $5 * 1e6 / 8; k++} END {printf "%d pairs done, %.0f msgs/s", k, s}' "$dir"/pair-*.txt) ($((SECONDS - t)) s)"
 }
-for rep in $(seq 1 "$REPS"); do
+has over && for rep in $(seq 1 "$REPS"); do
     for n in $PAIRS; do
         for v in $(order $((rep + n))); do
             over "$v" "$n" "$rep"
@@ -175,6 +179,9 @@ echo "seconds $((SECONDS - t0))" >> "$OUT/meta.txt"
 echo "[shm-sleep] raw results in $OUT ($((SECONDS - t0)) s)"
 if [ $SMOKE = 1 ]; then
     python3 bench/shm_sleep_report.py --check "$OUT" "$OUT"
+elif [ "$MODES" != "wake pp over" ]; then
+    python3 bench/shm_sleep_report.py "$OUT" "$OUT"
+    echo "[shm-sleep] some parts only: docs/ untouched"
 else
     python3 bench/shm_sleep_report.py "$OUT" docs
 fi
