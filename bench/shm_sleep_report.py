@@ -135,7 +135,9 @@ def main():
                 m = os.path.join(d, "meta.txt")
                 if os.path.exists(m):
                     walls.append(float(open(m).read().split()[1]))
-                if len(done) < n and "over" in modes:
+                if "over" not in modes:
+                    continue
+                if len(done) < n:
                     timeouts += 1
                     missing.append(f"oversubscribed {n} pairs {v} rep {r}: {len(done)} of {n} pairs finished")
                 else:

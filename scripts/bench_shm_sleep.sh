@@ -124,15 +124,26 @@ has wake && for rep in $(seq 1 "$REPS"); do
 done
 
 # ---- 3: pingpongs with nobody armed ----------------------------------------------------------
+# Inside a pair's namespace: the server is ready once its shm region is in the (private, empty
+# until then) /dev/shm; a client that fails takes its server down with it.
+SERVER_READY='n=0; until ls -A /dev/shm | grep -q . || [ $n -ge 400 ]; do sleep 0.02; n=$((n + 1)); done; sleep 0.2'
 # fi_rdm_pingpong (or fi_rdm_cntr_pingpong) over <variant>, both sides in one namespace: usec/xfer
 # at <size>, from its usec/xfer or its MB/sec, whichever is the larger number (both print 2
-# decimals: 0.49 usec/xfer is 16.28 MB/sec at 8 B)
+# decimals: 0.49 usec/xfer is 16.28 MB/sec at 8 B); up to 3 attempts (a run that reports nothing,
+# e.g. a client that found no server, says so on stderr)
 ppv() { # <variant> <size> <bin>
-    local v=$1 size=$2 bin=$3
-    as "$v" timeout 120 "$NS" sh -c '
-        "$3" -p "$1" -B 9871 -s 127.0.0.1 -S "$2" -I "$4" >/dev/null 2>&1 & sleep 0.3
-        "$3" -p "$1" -P 9871 -S "$2" -I "$4" 127.0.0.1; wait' sh "$(prov_of "$v")" "$size" "$bin" "$PP_ITERS" 2>/dev/null |
-        awk -v s="$size" '($1 == s || $1 == (s / 1024) "k") && $5 > 0 {printf "%.4f\n", $6 >= $5 ? $6 : s / $5}'
+    local v=$1 size=$2 bin=$3 try r
+    for try in 1 2 3; do
+        r=$(as "$v" timeout 120 "$NS" sh -c '
+            "$3" -p "$1" -B 9871 -s 127.0.0.1 -S "$2" -I "$4" >/dev/null 2>&1 & srv=$!
+            '"$SERVER_READY"'
+            "$3" -p "$1" -P 9871 -S "$2" -I "$4" 127.0.0.1 || kill $srv 2>/dev/null; wait' \
+            sh "$(prov_of "$v")" "$size" "$bin" "$PP_ITERS" 2>"$OUT/pp.err" | tee "$OUT/pp.out" |
+            awk -v s="$size" '($1 == s || $1 == (s / 1024) "k") && $6 > 0 {printf "%.4f\n", ($6 >= $5 ? $6 : s / $5)}')
+        if [ -n "$r" ]; then echo "$r"; return 0; fi
+        echo "[shm-sleep] $bin $size B $v: no result (attempt $try of 3): $(tail -c 300 "$OUT/pp.out" "$OUT/pp.err" | tr '\n' ' ')" >&2
+    done
+    return 1
 }
 has pp && for rep in $(seq 1 "$PP_REPS"); do
     for size in 8 65536; do
@@ -146,25 +157,30 @@ has pp && for rep in $(seq 1 "$PP_REPS"); do
 done
 
 # ---- 4: oversubscribed -------------------------------------------------------------------------
-# <n> pairs at once, each in a namespace of its own: the servers start, then (1 s later) every
-# client at the same moment (a file appears); each pair's client output in pair-<i>.txt
+# <n> pairs at once, each in a namespace of its own: every server starts; once all are ready
+# (at most 10 s), every client at the same moment (a file appears); the pairs then have OVER_T s.
+# Each pair's client output in pair-<i>.txt ("exit 124": timed out).
 over() { # <variant> <pairs> <rep>
-    local v=$1 n=$2 rep=$3 dir i t
+    local v=$1 n=$2 rep=$3 dir i t k
     dir=$OUT/over-$v-$n-$rep
     rm -rf "$dir" && mkdir -p "$dir"
     t=$SECONDS
     for i in $(seq 1 "$n"); do
-        ( as "$v" timeout -k 2 "$((OVER_T + 2))" "$NS" sh -c '
-            "$1" -p "$2" -c sread -B 9871 -s 127.0.0.1 -S 8 -I "$3" >/dev/null 2>&1 &
-            n=0; while [ ! -e "$4" ] && [ $n -lt 200 ]; do sleep 0.02; n=$((n + 1)); done
-            "$1" -p "$2" -c sread -P 9871 -S 8 -I "$3" 127.0.0.1; wait' sh fi_rdm_cntr_pingpong \
-            "$(prov_of "$v")" "$OVER_ITERS" "$dir/go" > "$dir/pair-$i.txt" 2>&1 || echo "exit $?" >> "$dir/pair-$i.txt" ) &
+        ( as "$v" timeout -k 2 "$((OVER_T + 12))" "$NS" sh -c '
+            "$1" -p "$2" -c sread -B 9871 -s 127.0.0.1 -S 8 -I "$3" >/dev/null 2>&1 & srv=$!
+            '"$SERVER_READY"'
+            touch "$5"
+            n=0; while [ ! -e "$4" ] && [ $n -lt 600 ]; do sleep 0.02; n=$((n + 1)); done
+            "$1" -p "$2" -c sread -P 9871 -S 8 -I "$3" 127.0.0.1 || kill $srv 2>/dev/null; wait' \
+            sh fi_rdm_cntr_pingpong "$(prov_of "$v")" "$OVER_ITERS" "$dir/go" "$dir/ready-$i" \
+            > "$dir/pair-$i.txt" 2>&1 || echo "exit $?" >> "$dir/pair-$i.txt" ) &
     done
-    sleep 1
+    k=0
+    while [ "$(find "$dir" -name 'ready-*' | wc -l)" -lt "$n" ] && [ $k -lt 200 ]; do sleep 0.05; k=$((k + 1)); done
     touch "$dir/go"
     wait
     echo "wall_s $((SECONDS - t))" > "$dir/meta.txt"
-    echo "[shm-sleep] oversubscribed rep $rep, $n pairs, $v: $(awk '$1 == 8 && $5 > 0 {s += $6 >= $5 ? 1e6 / $6 : $5 * 1e6 / 8; k++} END {printf "%d pairs done, %.0f msgs/s", k, s}' "$dir"/pair-*.txt) ($((SECONDS - t)) s)"
+    echo "[shm-sleep] oversubscribed rep $rep, $n pairs, $v: $(awk '$1 == 8 && $6 > 0 {s += $6 >= $5 ? 1e6 / $6 : $5 * 1e6 / 8; k++} END {printf "%d pairs done, %.0f msgs/s", k, s}' "$dir"/pair-*.txt) ($((SECONDS - t)) s)"
 }
 has over && for rep in $(seq 1 "$REPS"); do
     for n in $PAIRS; do
