@@ -66,6 +66,22 @@ def parse_wake(path):
     return {"why": why}
 
 
+def parse_waiters(path):
+    """One growth -m waiters run: idle CPU (% of a core) of all the waiters over the idle window,
+    median and p90 wake latency (us) of one completion; or why not."""
+    text = open(path).read() if os.path.exists(path) else ""
+    for line in text.splitlines():
+        w = line.split()
+        if w[:2] == ["wake", "mode=waiters"]:
+            i = w.index("lat_us")
+            kv = {k: w[j + 1] for j, k in enumerate(w[:-1]) if k in ("idle_cpu_us", "window_ms", "cpu_us")}
+            win = float(kv["window_ms"]) * 1000
+            return {"med": float(w[i + 1]), "p90": float(w[i + 2]),
+                    "cpu_pct": 100.0 * float(kv["idle_cpu_us"]) / win if win > 0 else None}
+    why = next((l for l in text.splitlines() if l.startswith(("noresult", "error", "exit"))), "no output")
+    return {"why": why}
+
+
 def parse_pair(path, size=8):
     """One oversubscribed pair's client: (messages per second, elapsed s) or None."""
     text = open(path).read() if os.path.exists(path) else ""
@@ -97,7 +113,8 @@ def main():
     reps, pp_reps = int(meta["reps"]), int(meta["pp_reps"])
     pairs = [int(x) for x in meta["pairs"].split()]
     iters = int(meta["over_iters"])
-    modes = meta.get("modes", "wake pp over").split()
+    modes = meta.get("modes", "wake waiters pp over").split()
+    nwaiters = [int(x) for x in meta.get("waiters", "").split()]
     missing = []
 
     # ---- 1-2: idle wake
@@ -111,6 +128,17 @@ def main():
         ok = [x for x in runs if "why" not in x]
         wake[v] = {k: med([x[k] for x in ok]) for k in ("cpu_pct", "med", "p99", "cpu_us")}
         wake[v]["runs"] = len(ok)
+
+    waiters = {}
+    for n in nwaiters:
+        for v in variants:
+            runs = [parse_waiters(os.path.join(raw, f"waiters-{v}-{n}-{r}.txt")) for r in range(1, reps + 1)
+                    if "waiters" in modes]
+            for r, x in enumerate(runs, 1):
+                if "why" in x:
+                    missing.append(f"{n} waiters {v} rep {r}: {x['why']}")
+            ok = [x for x in runs if "why" not in x]
+            waiters[n, v] = {k: med([x[k] for x in ok]) for k in ("cpu_pct", "med", "p90")}
 
     # ---- 3: pingpongs
     pp = {}
@@ -191,6 +219,30 @@ def main():
             for c in cmp_:
                 row += f" {rfmt(ratio(w['med'], wake[c]['med'])) if c != v else '–'} |"
             L.append(row)
+        L.append("")
+
+    if "waiters" in modes:
+        L += ["## Many waiters in one process", "",
+              f"`bench/growth.c -m waiters -N <n> -s {meta['waiter_samples']} -W 25` (as in "
+              "[growth.md](growth.md)): n threads of one process, each in `fi_cntr_wait` on its own "
+              "counter (`FI_WAIT_UNSPEC`) bound `FI_RECV` to its own endpoint; the peer process sends "
+              "one 64 B message to one of them after 40 ms of quiet. Idle CPU: the process's CPU over "
+              "a 25 ms window with no message (100 % = one core; the machine has "
+              f"{meta['machine'].split()[0]}). Latency: of the one completion (median and p90 over the "
+              "completions). Medians over the runs.", ""]
+        hdr = "| waiters | variant | idle CPU, % of a core | wake median µs | wake p90 µs |"
+        sep = "|---:|---|---:|---:|---:|"
+        for c in cmp_:
+            hdr += f" median vs {c} |"
+            sep += "---:|"
+        L += [hdr, sep]
+        for n in nwaiters:
+            for v in variants:
+                w = waiters[n, v]
+                row = f"| {n} | {LABEL[v]} | {fmt(w['cpu_pct'], 1)} | {fmt(w['med'])} | {fmt(w['p90'])} |"
+                for c in cmp_:
+                    row += f" {rfmt(ratio(w['med'], waiters[n, c]['med'])) if c != v else '–'} |"
+                L.append(row)
         L.append("")
 
     if "pp" in modes:

@@ -7,7 +7,9 @@
 #   shm     shm directly, its own counters
 # 1-2. idle wake (bench/bound_wake.c -w unspec): a thread in fi_cntr_wait on a counter bound
 #      FI_RECV (FI_WAIT_UNSPEC), the peer idle -I ms then sending 8 B: the receiver's CPU while it
-#      waits (% of a core) and the wake latency (median, p99);
+#      waits (% of a core) and the wake latency (median, p99); then N threads waiting in one
+#      process (bench/growth.c -m waiters, each on its own counter and endpoint): their CPU over
+#      an idle window and the wake latency of one completion;
 # 3.   fi_rdm_pingpong and fi_rdm_cntr_pingpong, 8 B and 64 KiB, nobody armed (the send path):
 #      median usec/xfer, ratios bell/nobell (and bell/base, bell/shm);
 # 4.   oversubscribed: 1, 2, 4, 8 pairs of fi_rdm_cntr_pingpong -c sread (8 B, counters with
@@ -16,16 +18,17 @@
 # Writes docs/shm_sleep.md and docs/shm_sleep.svg (bench/shm_sleep_report.py).
 #   scripts/bench_shm_sleep.sh [--smoke] [-r REPS] [-R PP_REPS] [-n SAMPLES] [-I IDLE_MS]
 #                              [-i PP_ITERS] [-O OVER_ITERS] [-p "PAIRS ..."] [-T OVER_TIMEOUT_S]
-#                              [-m "MODE ..."] [-b REV] [-o OUT_DIR]
+#                              [-w "WAITERS ..."] [-m "MODE ..."] [-b REV] [-o OUT_DIR]
 #   --smoke  seconds: one repetition, few samples and iterations, pairs "1 2"; the report goes
 #            into the raw dir (docs/ untouched) and the script fails unless every configuration
 #            produced numbers (timing never checked)
 #   -r  repetitions of the wake and oversubscribed parts (default 3); -R of the pingpongs (7)
 #   -n  idle-wake samples per run (default 500), -I the peer's idle time per sample (20 ms)
+#   -w  waiter counts of the many-waiters part (default "8 32"), 30 completions a run
 #   -i  pingpong iterations (default 5000); -O iterations of each oversubscribed pair (40000)
 #   -p  pair counts (default "1 2 4 8"); -T the bound on one oversubscribed configuration (30 s:
 #       a configuration that overruns it is reported as timed out, with the pairs that finished)
-#   -m  parts (default "wake pp over"; a subset writes its report into the raw dir only)
+#   -m  parts (default "wake waiters pp over"; a subset writes its report into the raw dir only)
 #   -b  also rscntr built at revision REV, as "base"
 #   -o  raw results into OUT_DIR (default .deps/bench/<date>-shm-sleep)
 # Every run is in a network and mount namespace of its own (prov_test/loopback_only.sh: only
@@ -36,14 +39,16 @@ cd "$ROOT"
 SMOKE=0
 if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
 REPS=3 PP_REPS=7 SAMPLES=500 IDLE=20 PP_ITERS=5000 OVER_ITERS=40000 PAIRS="1 2 4 8" OVER_T=30
-BASE="" OUT="" MODES="wake pp over"
-[ $SMOKE = 1 ] && REPS=1 PP_REPS=1 SAMPLES=5 IDLE=5 PP_ITERS=200 OVER_ITERS=500 PAIRS="1 2"
-while getopts "r:R:n:I:i:O:p:T:m:b:o:" opt; do
+BASE="" OUT="" MODES="wake waiters pp over" WAITERS="8 32" WSAMPLES=30
+[ $SMOKE = 1 ] && REPS=1 PP_REPS=1 SAMPLES=5 IDLE=5 PP_ITERS=200 OVER_ITERS=500 PAIRS="1 2" \
+    WAITERS=2 WSAMPLES=3
+while getopts "r:R:n:I:i:O:p:T:w:m:b:o:" opt; do
     case $opt in
         r) REPS=$OPTARG ;; R) PP_REPS=$OPTARG ;; n) SAMPLES=$OPTARG ;; I) IDLE=$OPTARG ;;
         i) PP_ITERS=$OPTARG ;; O) OVER_ITERS=$OPTARG ;; p) PAIRS=$OPTARG ;; T) OVER_T=$OPTARG ;;
+        w) WAITERS=$OPTARG ;;
         m) MODES=$OPTARG ;; b) BASE=$OPTARG ;; o) OUT=$OPTARG ;;
-        *) sed -n '2,32p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,35p' "$0" >&2; exit 2 ;;
     esac
 done
 . scripts/env.sh
@@ -61,6 +66,8 @@ fi
 mkdir -p "$OUT" target
 gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/bound_wake.c -L"$LIB" \
     -lfabric -lpthread -o target/bound_wake
+gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/growth.c -L"$LIB" \
+    -lfabric -lpthread -o target/growth
 NS=$ROOT/prov_test/loopback_only.sh
 
 # the machine's CPU use by others over 2 s (from /proc/stat), before anything runs
@@ -71,7 +78,7 @@ busy_pct() {
     awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); printf "%.1f", 100 * (y[1] - x[1]) / (y[2] - x[2])}'
 }
 {
-    echo "command scripts/bench_shm_sleep.sh$([ $SMOKE = 1 ] && echo " --smoke") -r $REPS -R $PP_REPS -n $SAMPLES -I $IDLE -i $PP_ITERS -O $OVER_ITERS -p '$PAIRS' -T $OVER_T -m '$MODES'${BASE:+ -b $BASE}"
+    echo "command scripts/bench_shm_sleep.sh$([ $SMOKE = 1 ] && echo " --smoke") -r $REPS -R $PP_REPS -n $SAMPLES -I $IDLE -i $PP_ITERS -O $OVER_ITERS -p '$PAIRS' -T $OVER_T -w '$WAITERS' -m '$MODES'${BASE:+ -b $BASE}"
     echo "smoke $SMOKE"
     echo "modes $MODES"
     echo "date $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -83,6 +90,8 @@ busy_pct() {
     echo "pp_iters $PP_ITERS"
     echo "over_iters $OVER_ITERS"
     echo "pairs $PAIRS"
+    echo "waiters $WAITERS"
+    echo "waiter_samples $WSAMPLES"
     echo "over_timeout_s $OVER_T"
     [ -z "$BASE" ] || echo "base $(git rev-parse --short "$BASE")"
     echo "rscntr $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src Cargo.toml build.rs 2>/dev/null || echo +dirty-src)"
@@ -120,6 +129,19 @@ has wake && for rep in $(seq 1 "$REPS"); do
             -n "$SAMPLES" -I "$IDLE" -m 8 -i 200 -S 300 -D "$WAKE_D" > "$f" 2> "$f.err" || echo "exit $?" >> "$f"
         [ -s "$f.err" ] || rm -f "$f.err"
         echo "[shm-sleep] wake rep $rep $v: $(grep -h '^wake_us\|^noresult\|^exit\|^error' "$f" | head -1)"
+    done
+done
+
+# many waiters in one process: growth -m waiters (-a none: shm's address names its region)
+has waiters && for rep in $(seq 1 "$REPS"); do
+    for n in $WAITERS; do
+        for v in $(order $((rep + n))); do
+            f=$OUT/waiters-$v-$n-$rep.txt
+            as "$v" timeout -k 5 100 "$NS" target/growth -p "$(prov_of "$v")" -a none -D 90 -m waiters \
+                -N "$n" -s "$WSAMPLES" -W 25 > "$f" 2> "$f.err" || echo "exit $?" >> "$f"
+            [ -s "$f.err" ] || rm -f "$f.err"
+            echo "[shm-sleep] waiters rep $rep, $n, $v: $(head -c 120 "$f" | head -1)"
+        done
     done
 done
 
@@ -195,7 +217,7 @@ echo "seconds $((SECONDS - t0))" >> "$OUT/meta.txt"
 echo "[shm-sleep] raw results in $OUT ($((SECONDS - t0)) s)"
 if [ $SMOKE = 1 ]; then
     python3 bench/shm_sleep_report.py --check "$OUT" "$OUT"
-elif [ "$MODES" != "wake pp over" ]; then
+elif [ "$MODES" != "wake waiters pp over" ]; then
     python3 bench/shm_sleep_report.py "$OUT" "$OUT"
     echo "[shm-sleep] some parts only: docs/ untouched"
 else
