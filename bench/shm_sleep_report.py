@@ -178,7 +178,8 @@ def main():
 
     # ---- the report
     busy = float(meta.get("busy_before_pct", "nan"))
-    quiet = "quiet" if busy < 10 else "not quiet"
+    others = float(meta.get("busy_others_pct", "nan"))
+    quiet = "quiet" if busy < 10 and others < 10 else "not quiet"
     bell_in = meta.get("bell_in_dso", "?") == "yes"
     cmp_ = [v for v in ("nobell", "base", "shm") if v in variants]
     L = ["# Waits that sleep over shm (issue 27)", "",
@@ -187,7 +188,8 @@ def main():
          f"- command: `{meta['command']}`",
          f"- date: {meta['date']}; {meta['seconds']} s",
          f"- machine: {meta['machine']}; libfabric {meta['libfabric']}",
-         f"- {quiet}: {busy:.1f} % of the CPUs busy in the 2 s before the run; load average "
+         f"- {quiet}: {busy:.1f} % of the CPUs busy in the 2 s before the run, {others:.1f} % "
+         "used by other processes than the benchmark's during it; load average "
          f"{meta['load_start']} at the start, {meta['load_end']} at the end",
          f"- rscntr {meta['rscntr']}" + (f", base {meta['base']}" if "base" in meta else ""), ""]
     if not bell_in:

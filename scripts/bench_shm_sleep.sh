@@ -22,8 +22,9 @@
 #   --smoke  seconds: one repetition, few samples and iterations, pairs "1 2"; the report goes
 #            into the raw dir (docs/ untouched) and the script fails unless every configuration
 #            produced numbers (timing never checked)
-#   -r  repetitions of the wake and oversubscribed parts (default 3); -R of the pingpongs (7)
-#   -n  idle-wake samples per run (default 500), -I the peer's idle time per sample (20 ms)
+#   -r  repetitions of the wake, waiters and oversubscribed parts (default 5); -R of the
+#       pingpongs (7)
+#   -n  idle-wake samples per run (default 300), -I the peer's idle time per sample (20 ms)
 #   -w  waiter counts of the many-waiters part (default "8 32"), 30 completions a run
 #   -i  pingpong iterations (default 5000); -O iterations of each oversubscribed pair (40000)
 #   -p  pair counts (default "1 2 4 8"); -T the bound on one oversubscribed configuration (30 s:
@@ -38,7 +39,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 SMOKE=0
 if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
-REPS=3 PP_REPS=7 SAMPLES=500 IDLE=20 PP_ITERS=5000 OVER_ITERS=40000 PAIRS="1 2 4 8" OVER_T=30
+REPS=5 PP_REPS=7 SAMPLES=300 IDLE=20 PP_ITERS=5000 OVER_ITERS=40000 PAIRS="1 2 4 8" OVER_T=30
 BASE="" OUT="" MODES="wake waiters pp over" WAITERS="8 32" WSAMPLES=30
 [ $SMOKE = 1 ] && REPS=1 PP_REPS=1 SAMPLES=5 IDLE=5 PP_ITERS=200 OVER_ITERS=500 PAIRS="1 2" \
     WAITERS=2 WSAMPLES=3
@@ -48,7 +49,7 @@ while getopts "r:R:n:I:i:O:p:T:w:m:b:o:" opt; do
         i) PP_ITERS=$OPTARG ;; O) OVER_ITERS=$OPTARG ;; p) PAIRS=$OPTARG ;; T) OVER_T=$OPTARG ;;
         w) WAITERS=$OPTARG ;;
         m) MODES=$OPTARG ;; b) BASE=$OPTARG ;; o) OUT=$OPTARG ;;
-        *) sed -n '2,35p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,36p' "$0" >&2; exit 2 ;;
     esac
 done
 . scripts/env.sh
@@ -70,13 +71,16 @@ gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/growth.c -L"$LIB" 
     -lfabric -lpthread -o target/growth
 NS=$ROOT/prov_test/loopback_only.sh
 
-# the machine's CPU use by others over 2 s (from /proc/stat), before anything runs
-busy_pct() {
-    local a b
-    a=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat); sleep 2
-    b=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat)
-    awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); printf "%.1f", 100 * (y[1] - x[1]) / (y[2] - x[2])}'
+# Is the machine quiet? The CPU the machine spent (/proc/stat: busy and all jiffies, every CPU)
+# over 2 s before anything runs, and over the whole run less what this script's processes spent
+# (bash's `times`: the children it waited for, which waited for theirs).
+stat_now() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+busy_pct() { # <stat before> <stat after> [<our cpu seconds>]
+    awk -v a="$1" -v b="$2" -v own="${3:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN {split(a, x); split(b, y)
+        p = 100 * (y[1] - x[1] - own * hz) / (y[2] - x[2]); printf "%.1f", (p > 0 ? p : 0)}'
 }
+# (`times` in this shell, not in $(...) or a pipe: a forked one counts no children)
+our_cpu_s() { awk '{split($0, f, /[ ms]+/); t += f[1] * 60 + f[2] + f[3] * 60 + f[4]} END {print t}' "$OUT/times.txt"; }
 {
     echo "command scripts/bench_shm_sleep.sh$([ $SMOKE = 1 ] && echo " --smoke") -r $REPS -R $PP_REPS -n $SAMPLES -I $IDLE -i $PP_ITERS -O $OVER_ITERS -p '$PAIRS' -T $OVER_T -w '$WAITERS' -m '$MODES'${BASE:+ -b $BASE}"
     echo "smoke $SMOKE"
@@ -99,7 +103,8 @@ busy_pct() {
     if grep -aq FI_RSCNTR_SHM_BELL "$PROV_DIR/librscntr-fi.so"; then echo "bell_in_dso yes"; else echo "bell_in_dso no"; fi
     echo "libfabric $("$LF_PREFIX/bin/fi_info" --version 2>/dev/null | sed -n 's/^libfabric: *//p' | head -1)"
     echo "machine $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), Linux $(uname -r)"
-    echo "busy_before_pct $(busy_pct)"
+    s0=$(stat_now); sleep 2
+    echo "busy_before_pct $(busy_pct "$s0" "$(stat_now)")"
     echo "load_start $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$OUT/meta.txt"
 echo "[shm-sleep] $(grep -E '^(command|bell_in_dso|busy_before_pct)' "$OUT/meta.txt" | tr '\n' ' ')"
@@ -119,6 +124,7 @@ prov_of() { case $1 in shm) echo shm ;; *) echo rscntr ;; esac; }
 order() { tr ' ' '\n' <<<"$VARIANTS" | awk -v k="$1" '{a[NR-1]=$0} END {for (j = 0; j < NR; j++) print a[(j + k) % NR]}' | xargs; }
 
 t0=$SECONDS
+S_RUN=$(stat_now)
 has() { [[ " $MODES " == *" $1 "* ]]; }
 # ---- 1-2: idle waiter CPU and wake latency -------------------------------------------------
 WAKE_D=$((30 + SAMPLES * (IDLE + 3) / 1000))
@@ -213,6 +219,8 @@ has over && for rep in $(seq 1 "$REPS"); do
 done
 
 echo "load_end $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/meta.txt"
+times > "$OUT/times.txt"
+echo "busy_others_pct $(busy_pct "$S_RUN" "$(stat_now)" "$(our_cpu_s)")" >> "$OUT/meta.txt"
 echo "seconds $((SECONDS - t0))" >> "$OUT/meta.txt"
 echo "[shm-sleep] raw results in $OUT ($((SECONDS - t0)) s)"
 if [ $SMOKE = 1 ]; then
