@@ -317,6 +317,38 @@ def main():
     if missing:
         L += ["## Runs without a number", ""] + [f"- {m}" for m in missing] + [""]
 
+    # issue 27's figures, up front (bold: past its goal); the benchmark decides nothing
+    G = []
+    if "wake" in modes and wake["bell"]["cpu_pct"] is not None:
+        c = wake["bell"]["cpu_pct"]
+        G.append(f"- idle waiter CPU (goal ≤ 1 % of a core): {'**' if c > 1 else ''}{c:.1f} %"
+                 f"{'**' if c > 1 else ''} with the doorbell, "
+                 + ", ".join(f"{fmt(wake[v]['cpu_pct'], 1)} % {v}" for v in cmp_))
+        if wake["shm"]["med"] is not None and wake["bell"]["med"] is not None:
+            d = wake["bell"]["med"] - wake["shm"]["med"]
+            G.append(f"- idle wake median (goal: within one kernel wake of shm's spinning median): "
+                     f"{fmt(wake['bell']['med'])} µs with the doorbell against {fmt(wake['shm']['med'])} µs "
+                     f"over shm ({d:+.1f} µs); p99 {fmt(wake['bell']['p99'])} µs against {fmt(wake['shm']['p99'])} µs")
+    if "pp" in modes:
+        for c in [x for x in ("nobell", "base") if x in variants]:
+            rs = [(ratio(pp[k, sz, "bell"][0], pp[k, sz, c][0]), k, sz) for k in PROGRAMS for sz in SIZES]
+            rs = [x for x in rs if x[0] is not None]
+            if rs:
+                worst = max(rs)
+                b = "**" if worst[0] > 1.05 else ""
+                G.append(f"- pingpongs with nobody armed (goal ≤ 1.05× of before): bell/{c} "
+                         + ", ".join(f"{r:.2f}×" for r, _, _ in rs)
+                         + f" (fi_rdm_pingpong 8 B, 64 KiB, fi_rdm_cntr_pingpong 8 B, 64 KiB); the worst {b}{worst[0]:.2f}×{b}")
+    if "over" in modes:
+        parts = [f"{n} pairs {rfmt(ratio(over[n, 'bell']['agg'], over[n, 'shm']['agg']))}" for n in pairs]
+        G.append("- oversubscribed, aggregate messages per second, doorbell against shm directly: " + ", ".join(parts)
+                 + "; against FI_RSCNTR_SHM_BELL=0: "
+                 + ", ".join(f"{n} pairs {rfmt(ratio(over[n, 'bell']['agg'], over[n, 'nobell']['agg']))}" for n in pairs))
+    if G:
+        i = L.index("## Idle waiter: CPU and wake latency") if "wake" in modes else len(L)
+        for k, line in enumerate(["## Issue 27's figures", ""] + G + [""]):
+            L.insert(i + k, line)
+
     os.makedirs(out, exist_ok=True)
     open(os.path.join(out, "shm_sleep.md"), "w").write("\n".join(L))
     svg(os.path.join(out, "shm_sleep.svg"), variants, wake, over, pairs)
