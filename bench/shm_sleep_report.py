@@ -372,8 +372,11 @@ def svg(path, variants, wake, over, pairs):
     W, H, PW, GAP, T, B, L = 1080, 390, 290, 70, 40, 70, 60
     SHORT = {"bell": "rscntr(shm), doorbell", "nobell": "rscntr(shm), FI_RSCNTR_SHM_BELL=0",
              "base": "rscntr(shm) at base", "shm": "shm directly"}
-    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
-         f'<rect width="{W}" height="{H}" fill="white"/>']
+    per_row = 3 if len(variants) <= 3 else 2
+    rows = -(-len(variants) // per_row)
+    HT = H + 16 * (rows - 1)
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{HT}" font-family="sans-serif" font-size="11">',
+         f'<rect width="{W}" height="{HT}" fill="white"/>']
     fy = lambda v, top: H - B - (H - T - B) * v / top
 
     def axes(x0, title, ylabel, vmax, unit=1.0):
@@ -440,9 +443,9 @@ def svg(path, variants, wake, over, pairs):
                 o.append(f'<text x="{xs[n]:.1f}" y="{T + 10 + 12 * i}" text-anchor="middle" fill="{COLOUR[v]}">timed out</text>')
     # legend
     for i, v in enumerate(variants):
-        x = L + i * (W - L) / len(variants)
-        o.append(f'<rect x="{x:.1f}" y="{H - 20}" width="12" height="10" fill="{COLOUR[v]}"/>')
-        o.append(f'<text x="{x + 16:.1f}" y="{H - 11}">{v}: {SHORT[v]}</text>')
+        x, y = L + (i % per_row) * (W - L) / per_row, H - 20 + 16 * (i // per_row)
+        o.append(f'<rect x="{x:.1f}" y="{y}" width="12" height="10" fill="{COLOUR[v]}"/>')
+        o.append(f'<text x="{x + 16:.1f}" y="{y + 9}">{v}: {SHORT[v]}</text>')
     o.append("</svg>")
     open(path, "w").write("\n".join(o) + "\n")
 
