@@ -17,7 +17,7 @@
 //! bounds the same sleep that `Timeout::Never` takes.
 #![cfg(loom)]
 
-use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use rscntr::engine::{
@@ -800,4 +800,58 @@ fn a_forgiven_count_is_given_back_once() {
         apps.join().unwrap();
         assert_eq!((c.read(), c.owed()), (1, 0));
     });
+}
+
+// ---- The doorbell (src/engine/bell.rs): a sleeper over shared memory and a worker ----------
+
+/// A sleeper arms, looks for work, arms again if a worker rang meanwhile, then sleeps until
+/// rung; a worker publishes work (a plain store, as a core's queue write), then rings if
+/// `rings` says so. The sleep returns only when rung: a lost wake is a deadlock loom reports.
+fn doorbell_model(rings: fn(&rscntr::engine::bell::AtomicU32) -> bool) {
+    use rscntr::engine::bell;
+    loom::model(move || {
+        let word = Arc::new(bell::AtomicU32::new(0));
+        let work = Arc::new(AtomicU64::new(0));
+        let rung = Arc::new((Mutex::new(false), Condvar::new()));
+        let worker = {
+            let (word, work, rung) = (word.clone(), work.clone(), rung.clone());
+            thread::spawn(move || {
+                work.store(1, Relaxed);
+                if rings(&word) {
+                    *rung.0.lock().unwrap() = true;
+                    rung.1.notify_one();
+                }
+            })
+        };
+        let mut armed = bell::arm(&word);
+        loop {
+            if work.load(Relaxed) != 0 {
+                break;
+            }
+            if armed {
+                // Asleep until rung: the worker's work is then visible (its ring came after).
+                let mut r = rung.0.lock().unwrap();
+                while !*r {
+                    r = rung.1.wait(r).unwrap();
+                }
+                *r = false;
+            }
+            armed = bell::arm(&word);
+        }
+        worker.join().unwrap();
+    });
+}
+
+/// No lost wake: the sleeper's look after arming sees the work, or the worker sees it armed.
+#[test]
+fn a_doorbell_rings_for_work_the_sleeper_missed() {
+    doorbell_model(rscntr::engine::bell::rings);
+}
+
+/// The planted lost wake: a worker that loads the armed word without its fence may load it
+/// before its own work is visible; the models must catch it.
+#[test]
+#[should_panic]
+fn a_doorbell_without_its_fence_loses_a_wake() {
+    doorbell_model(rscntr::engine::bell::rings_unfenced);
 }

@@ -24,6 +24,9 @@ const VERBS_LIB: &CStr = c"verbs_lib";
 const HW_POLL_US: &CStr = c"hw_poll_us";
 /// FI_RSCNTR_CORE: the core provider rscntr layers over.
 const CORE: &CStr = c"core";
+/// FI_RSCNTR_SHM_BELL: whether waits over shm sleep on rscntr's doorbell.
+const SHM_BELL: &CStr = c"shm_bell";
+static SHM_BELL_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 /// FI_RSCNTR_FAKE_VERBS: testing only; a fake device instead of libibverbs.
 const FAKE_VERBS: &CStr = c"fake_verbs";
 
@@ -104,6 +107,12 @@ pub fn define() {
           that answers the application's hints.",
     );
     define_one(
+        SHM_BELL,
+        c"Waits on counters bound over shm sleep in the kernel and are woken by the rscntr \
+          peer that completes an operation toward them (rscntr's doorbell): on or off \
+          (they then yield between progress calls, as shm's own waits do). Default on.",
+    );
+    define_one(
         FAKE_VERBS,
         c"Testing only: use rscntr's fake RDMA device instead of libibverbs, configured by \
           key=value pairs (see src/verbs/fake.rs).",
@@ -111,6 +120,20 @@ pub fn define() {
     SPIN_LIMIT.store(
         read_int(SPIN, 0..=SPIN_MAX as c_int)
             .map_or(crate::engine::backoff::DEFAULT_SPIN_LIMIT, |v| v as u32),
+        Ordering::Relaxed,
+    );
+    SHM_BELL_ON.store(
+        match read_str(SHM_BELL).as_deref().map(str::trim) {
+            None | Some("") | Some("on") | Some("1") => true,
+            Some("off") | Some("0") => false,
+            Some(other) => {
+                crate::fi_warn!(
+                    Core,
+                    "FI_RSCNTR_SHM_BELL = {other:?} is not on or off; using the default (on)"
+                );
+                true
+            }
+        },
         Ordering::Relaxed,
     );
     let policy = match read_str(HW).as_deref().map(str::trim) {
@@ -138,6 +161,11 @@ pub fn define() {
         poll_max: poll_us,
         fake: read_str(FAKE_VERBS).filter(|s| !s.trim().is_empty()),
     });
+}
+
+/// `FI_RSCNTR_SHM_BELL` (on unless set off).
+pub fn shm_bell() -> bool {
+    SHM_BELL_ON.load(Ordering::Relaxed)
 }
 
 pub fn spin_limit() -> u32 {

@@ -503,6 +503,16 @@ impl<S: Store> Counter<S> {
         let expired = || deadline.is_some_and(|d| Instant::now() >= d);
         let mut backoff = Backoff::new(self.tuning.spin_limit);
         let mut nap = PollNap::new(POLL_FIRST, self.tuning.poll_max);
+        // A blocker that asks for it is pulled a while longer before the first sleep, yielding
+        // between pulls (see `Blocker::pull_before_sleep`).
+        let pull_until = match source.wake() {
+            Wake::Block(b)
+                if !matches!(self.strategy, WaitStrategy::Yield | WaitStrategy::None) =>
+            {
+                b.pull_before_sleep().map(|d| Instant::now() + d)
+            }
+            _ => None,
+        };
         loop {
             let spin = !backoff.is_spun_out()
                 && match source.wake() {
@@ -511,6 +521,9 @@ impl<S: Store> Counter<S> {
                 };
             let outcome = if spin {
                 backoff.snooze();
+                check()
+            } else if pull_until.is_some_and(|t| Instant::now() < t) {
+                super::sync::yield_now();
                 check()
             } else {
                 match self.wake_for(source) {

@@ -8,6 +8,7 @@
 //! and the thread that drives domains promised automatic progress (`progress.rs`).
 
 pub mod backoff;
+pub mod bell;
 mod counter;
 pub mod duty;
 mod eventfd;

@@ -90,6 +90,12 @@ pub trait Blocker: Sync {
     fn worth_spinning(&self) -> bool {
         true
     }
+    /// How long a waiter keeps pulling (yielding between pulls once its short spin is over)
+    /// before it sleeps here: for a blocker whose sleep costs a kernel round trip at each end
+    /// (a ring and a wake) that an active peer answers sooner than. None: the short spin only.
+    fn pull_before_sleep(&self) -> Option<Duration> {
+        None
+    }
     /// The room of the core domain this blocker belongs to: its waiters meet there, one
     /// leading for all (see [`Room`]). Blockers of one room that are the same object are
     /// progressed by pulling any one of their sources, and the core counts into their counters

@@ -6,10 +6,10 @@
 //! Cargo.toml for that cfg only.)
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, fence};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, fence};
 
 /// A mutex whose `lock` cannot fail: std's (a panic while holding it leaves nothing
 /// half-updated, so poisoning is ignored), loom's under loom. Not parking_lot's: a parked

@@ -8,6 +8,7 @@ use super::rma_event::RmaEp;
 use super::trigger::CqFilter;
 use super::trigger::alias;
 use super::trigger::{TriggerEp, WorkHome};
+use super::wait::ring::EpBell;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
 use crate::cntr::{self, AnyCntr};
@@ -49,6 +50,11 @@ struct Binder {
     /// The counters bound here, and (endpoints) whether the endpoint is enabled yet; one lock
     /// so that a bind and an enable racing each other count the binding exactly once.
     bound: Mutex<Bound>,
+    /// Endpoints: the core AV bound here (where a ringing endpoint looks its peers up).
+    av: std::sync::atomic::AtomicPtr<ofi::fid_av>,
+    /// Endpoints of a domain that waits over shm: the doorbell's part (`wait/ring.rs`), made
+    /// at FI_ENABLE, dropped after the core closed the endpoint.
+    bell: Mutex<Option<EpBell>>,
 }
 
 struct Bound {
@@ -224,6 +230,8 @@ unsafe fn patch_fid(
                 flush_cqs: Vec::new(),
                 cqs: Vec::new(),
             }),
+            av: Default::default(),
+            bell: Mutex::new(None),
         });
         b.fi_ops.bind = Some(bind);
         b.fi_ops.close = Some(close);
@@ -484,6 +492,9 @@ unsafe fn bind_core_fid(
     if !(b.reenable_after_shared_ctx && shared) {
         // SAFETY: the core's own bind of a fid rscntr does not own.
         let ret = unsafe { orig_bind(fid, bfid, flags) };
+        if ret == 0 && class == ofi::FI_CLASS_AV as usize {
+            b.av.store(bfid.cast(), std::sync::atomic::Ordering::Release);
+        }
         if ret != 0 || class != ofi::FI_CLASS_CQ as usize {
             return ret;
         }
@@ -636,8 +647,37 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
             // SAFETY: the core endpoint is gone; nothing calls its tables.
             unsafe { RmaEp::free(b.rma_ep) };
         }
+        // The core endpoint is gone: its name file and ringing tables go.
+        drop(b.bell.lock().take());
         0
     }
+}
+
+/// The doorbell of an endpoint about to be enabled over shm: the domain's bell, published under
+/// the endpoint's address, when the domain waits; otherwise the domain's waits learn that an
+/// endpoint of theirs does not ring.
+///
+/// # Safety
+/// `ep` is an open core endpoint of the domain of `home`.
+unsafe fn publish_bell(
+    home: &CoreHome,
+    ep: *mut ofi::fid_ep,
+) -> Option<(
+    std::sync::Arc<super::wait::bell::BellBlocker>,
+    Option<super::wait::bell::NameFile>,
+)> {
+    let waits = home.waits();
+    if !home.waits_seen.load(std::sync::atomic::Ordering::Acquire) {
+        waits.without_bell();
+        return None;
+    }
+    let blocker = waits.bell_blocker().ok()?;
+    // SAFETY: caller's contract.
+    let name = unsafe { EpBell::publish(ep, &blocker) };
+    if name.is_none() {
+        blocker.fall_back("an endpoint of this domain without a published doorbell");
+    }
+    Some((blocker, name))
 }
 
 /// An endpoint's fi_control: the core's, noting FI_ENABLE. Until its endpoints are enabled, a
@@ -669,8 +709,34 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
         // An enable holds the lock across the core's call, so that a bind racing it (see
         // bind_core_fid) sees whether the core has enabled the endpoint.
         let mut enabling = (command as u32 == ofi::FI_ENABLE).then(|| b.bound.lock());
+        // Over shm, in a domain that waits: the doorbell published before the core enables
+        // (`wait/ring.rs`).
+        // SAFETY: the home outlives its endpoints.
+        let home = unsafe { &*b.home };
+        let bell = match &enabling {
+            Some(bound) if !bound.enabled && home.plan == super::wait::Plan::Bell => {
+                if b.trigger.is_null() && b.rma_ep.is_null() {
+                    // SAFETY: an open endpoint of this domain (only endpoints reach this far).
+                    unsafe { publish_bell(home, fid.cast()) }
+                } else {
+                    // Its tables are rscntr's own already (triggered operations, remote-access
+                    // events), which find their record through the endpoint's table pointers:
+                    // no ringing tables over them (yet), so no bell either.
+                    home.waits().without_bell();
+                    None
+                }
+            }
+            _ => None,
+        };
         // SAFETY: the application's command and argument, for the core.
         let ret = unsafe { b.core_control(fid, command, arg) };
+        if ret == 0
+            && let Some((blocker, name)) = bell
+        {
+            let av = b.av.load(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: enabled just now; the application has not had the enable's return yet.
+            *b.bell.lock() = Some(unsafe { EpBell::ring(fid.cast(), av, blocker, name) });
+        }
         if ret == 0
             && let Some(bound) = enabling.as_mut()
             && !bound.enabled

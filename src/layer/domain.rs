@@ -165,6 +165,10 @@ pub unsafe fn patch(
                 peer: wait::peer_counters_work(&core),
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
+                bell: parking_lot::Mutex::new(None),
+                // rscntr's progress thread waits on the domain's behalf.
+                waits_seen: std::sync::atomic::AtomicBool::new(auto_progress),
+                unbelled: std::sync::atomic::AtomicBool::new(false),
                 room: Default::default(),
                 deferred: Default::default(),
                 rma: rma.then(RmaEvents::default),
@@ -342,6 +346,8 @@ unsafe extern "C" fn cq_open(
         let Some(orig) = layered.orig().cq_open else { return err::ENOSYS };
         // SAFETY: checked above.
         let app_format = unsafe { (*attr).format };
+        // SAFETY: checked above.
+        layered.home.note_wait_obj(unsafe { (*attr).wait_obj });
         // Notifications of remote accesses come as remote CQ data, which CONTEXT and MSG
         // entries have no room for: the core CQ then has DATA entries, which rscntr's filter
         // narrows for the application (`deferred.rs`).
@@ -376,6 +382,10 @@ unsafe extern "C" fn cntr_open(
     crate::ffi_boundary! {
         // SAFETY: only patched core domains reach this op.
         let layered = unsafe { LayeredDomain::of(domain) };
+        // SAFETY: NULL or the application's attr.
+        if let Some(a) = unsafe { attr.as_ref() } {
+            layered.home.note_wait_obj(a.wait_obj);
+        }
         // SAFETY: forwarded; the domain outlives its counters.
         unsafe { cntr::open_in(&layered.home, attr, cntr_out, context) }
     }

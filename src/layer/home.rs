@@ -4,6 +4,7 @@
 use super::progress::{self, DrivenDomain};
 use super::rma_event::RmaEvents;
 use super::trigger::Deferred;
+use super::wait::bell::BellBlocker;
 use super::wait::{CntrOpenFn, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set};
 use crate::cntr::{CntrHome, Slots};
 use crate::engine::progress::Driven;
@@ -32,6 +33,13 @@ pub struct CoreHome {
     pub cq_open: CqOpenFn,
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
+    /// The domain's doorbell over shm (`wait/bell.rs`), made at the first use.
+    pub bell: Mutex<Option<Arc<BellBlocker>>>,
+    /// A counter or CQ with a wait object was opened in the domain: its endpoints enabled from
+    /// now on publish a doorbell and ring their peers' (`wait/ring.rs`).
+    pub waits_seen: std::sync::atomic::AtomicBool,
+    /// An endpoint was enabled over shm before the domain waited (see `CoreWaits::unbelled`).
+    pub unbelled: std::sync::atomic::AtomicBool,
     /// Where the threads waiting on the domain's bound counters meet, one leading for all
     /// (`engine::Room`), when the plan sleeps on fds.
     pub room: Arc<crate::engine::Room>,
@@ -111,6 +119,17 @@ impl CoreHome {
             progress: &self.progress,
             room: &self.room,
             closing: &self.deferred.closing,
+            bell: &self.bell,
+            unbelled: &self.unbelled,
+        }
+    }
+
+    /// A counter or CQ of the domain was opened with `wait_obj`: one with a wait object makes
+    /// the domain one that waits (see `waits_seen`).
+    pub fn note_wait_obj(&self, wait_obj: ofi::fi_wait_obj) {
+        if self.plan == Plan::Bell && wait_obj != ofi::fi_wait_obj_FI_WAIT_NONE {
+            self.waits_seen
+                .store(true, std::sync::atomic::Ordering::Release);
         }
     }
 

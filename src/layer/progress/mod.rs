@@ -96,12 +96,23 @@ pub fn drive(home: &impl DrivenDomain) -> bool {
 
 /// The fd the thread sleeps on once the domain is idle: the progress fd, over tcp.
 pub fn idle_fd(home: &impl DrivenDomain) -> Option<std::os::fd::RawFd> {
-    home.waits().progress.lock().as_ref().map(|b| b.fd())
+    let waits = home.waits();
+    if let Some(b) = waits.bell.lock().as_ref() {
+        return Some(b.socket_fd());
+    }
+    waits.progress.lock().as_ref().map(|b| b.fd())
 }
 
 /// Arms the idle fd (the core's `fi_trywait`): false when something is pending.
 pub fn arm_idle(home: &impl DrivenDomain) -> bool {
-    let blocker = home.waits().progress.lock().clone();
+    let waits = home.waits();
+    let bell = waits.bell.lock().clone();
+    if let Some(b) = bell {
+        // The doorbell over shm (`wait/bell.rs`): armed, then (false) the thread drives once
+        // more before it sleeps.
+        return crate::engine::Blocker::arm(&*b);
+    }
+    let blocker = waits.progress.lock().clone();
     blocker.is_none_or(|b| b.arm())
 }
 
@@ -111,6 +122,14 @@ pub fn arm_idle(home: &impl DrivenDomain) -> bool {
 /// `home` is the domain's, and [`stop`] is called before it is freed or its progress fd closed.
 pub unsafe fn start<D: DrivenDomain>(home: &D) -> c_int {
     let waits = home.waits();
+    if waits.plan == Plan::Bell
+        && let Err(e) = waits.bell_blocker()
+    {
+        crate::fi_info!(
+            Domain,
+            "no doorbell over shm ({e}): rscntr's progress thread naps on its schedule"
+        );
+    }
     if waits.plan == Plan::ProgressFd
         && let Err(e) = waits.progress_blocker()
     {

@@ -6,13 +6,15 @@
 //! | `tcp` | the domain's progress fd (the epoll set of its sockets), as the wait fd of a core CQ opened with `FI_WAIT_FD` for nothing else ([`Plan::ProgressFd`]) | tcp's counters and CQs block on that fd |
 //! | `…;ofi_rxm`, `…;ofi_rxd` | a core wait set (`fi_wait_open`, `FI_WAIT_FD`) per counter, on which the core counter is opened: the utility provider adds the fds of the inner CQs of the endpoints the counter is bound to ([`Plan::FdSet`]) | rxm and rxd add the same fds to their own waitable counters |
 //! | `sockets` | the core counter's own `fi_cntr_wait`, which sockets' progress thread wakes on every count; rscntr interrupts it by adding one to the core counter, which it then does not count ([`Plan::CoreWait`]) | the same wait |
-//! | shm and others | nothing: yield between pulls ([`Plan::Yield`]) | shm's waits yield |
+//! | `shm` | the domain's doorbell (`bell.rs`): a socket its rscntr peers ring after operations toward it ([`Plan::Bell`]) | shm's waits yield |
+//! | others (and shm with `FI_RSCNTR_SHM_BELL=0`) | nothing: yield between pulls ([`Plan::Yield`]) | |
 //!
 //! Each is an engine [`Blocker`]: a waiter takes a token, pulls (drives the core's progress)
 //! and checks, arms (the core's `fi_trywait`), then blocks, and is woken by the core's own
 //! event or by rscntr's interrupt (an eventfd beside the core's fd, or an increment of the
 //! core counter).
 
+use super::bell::BellBlocker;
 use crate::boundary::ffi::{self, err};
 use crate::engine::{Blocker, EventFd, Room, Token, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
@@ -34,6 +36,7 @@ pub enum Plan {
         cap: Option<Duration>,
     },
     CoreWait,
+    Bell,
     Yield,
 }
 
@@ -56,6 +59,7 @@ pub fn plan_for(core: &str) -> Plan {
             cap: Some(RXD_CAP),
         },
         ("sockets", _) => Plan::CoreWait,
+        ("shm", _) if crate::boundary::params::shm_bell() => Plan::Bell,
         _ => Plan::Yield,
     }
 }
@@ -121,9 +125,37 @@ pub struct CoreWaits<'a> {
     pub room: &'a std::sync::Arc<Room>,
     /// The domain's lock against driving an endpoint the core is closing.
     pub closing: &'a parking_lot::RwLock<()>,
+    /// The domain's doorbell ([`Plan::Bell`]), made at the first use.
+    pub bell: &'a parking_lot::Mutex<Option<std::sync::Arc<BellBlocker>>>,
+    /// An endpoint of the domain was enabled without a doorbell (before the domain waited).
+    pub unbelled: &'a AtomicBool,
 }
 
+const UNBELLED: &str = "an endpoint enabled before the domain opened a counter or CQ that waits";
+
 impl CoreWaits<'_> {
+    /// The domain's doorbell, made by the first counter or endpoint that needs it.
+    pub fn bell_blocker(&self) -> Result<std::sync::Arc<BellBlocker>, c_int> {
+        let mut bell = self.bell.lock();
+        if let Some(b) = &*bell {
+            return Ok(b.clone());
+        }
+        let b = std::sync::Arc::new(BellBlocker::new(self.room.clone())?);
+        if self.unbelled.load(SeqCst) {
+            b.fall_back(UNBELLED);
+        }
+        *bell = Some(b.clone());
+        Ok(b)
+    }
+
+    /// An endpoint of the domain is enabled without a doorbell: nothing rings for it.
+    pub fn without_bell(&self) {
+        self.unbelled.store(true, SeqCst);
+        if let Some(b) = &*self.bell.lock() {
+            b.fall_back(UNBELLED);
+        }
+    }
+
     /// The domain's progress-fd blocker, made by the first counter that needs it.
     pub fn progress_blocker(&self) -> Result<std::sync::Arc<FdBlocker>, c_int> {
         let mut progress = self.progress.lock();
@@ -491,6 +523,7 @@ impl Blocker for CntrWaitBlocker {
 pub enum CoreBlocker {
     Fd(std::sync::Arc<FdBlocker>),
     Cntr(CntrWaitBlocker),
+    Bell(std::sync::Arc<BellBlocker>),
     Yield,
 }
 
@@ -499,7 +532,17 @@ impl CoreBlocker {
         match self {
             CoreBlocker::Fd(b) => Some(&**b),
             CoreBlocker::Cntr(b) => Some(b),
+            CoreBlocker::Bell(b) => Some(&**b),
             CoreBlocker::Yield => None,
+        }
+    }
+
+    /// The fd that an FD counter's epoll set holds beside its eventfd, if any.
+    pub fn fd(&self) -> Option<RawFd> {
+        match self {
+            CoreBlocker::Fd(b) => Some(b.fd()),
+            CoreBlocker::Bell(b) => Some(b.socket_fd()),
+            _ => None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! [`open_core_cntr`]: what the core blocks on, that opened, the core counter opened on it,
 //! then armed ([`new_feed`]).
 
+use super::bell::Progressed;
 use super::blocker::{
     self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Plan, epoll_add,
 };
@@ -124,7 +125,10 @@ fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<Cor
                 .map(|b| CoreBlocker::Fd(Arc::new(b)))
         }
         Plan::CoreWait => Ok(CoreBlocker::Cntr(CntrWaitBlocker::default())),
-        Plan::Yield => Ok(CoreBlocker::Yield),
+        // The doorbell serves counters that the core counts into through FI_PEER (shm):
+        // a waiter's pull then only drives progress.
+        Plan::Bell if core.peer => core.bell_blocker().map(CoreBlocker::Bell),
+        Plan::Bell | Plan::Yield => Ok(CoreBlocker::Yield),
     };
     let mut blocker = made.unwrap_or_else(|e| {
         fi_info!(
@@ -134,7 +138,7 @@ fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<Cor
         CoreBlocker::Yield
     });
     // The core counter opened on it.
-    let shared = core.plan == Plan::ProgressFd;
+    let shared = matches!(core.plan, Plan::ProgressFd | Plan::Bell);
     let out = match blocker.wait_set(shared) {
         Some(set) => match open_core_cntr_on(core, request, set) {
             Ok(opened) => opened,
@@ -168,8 +172,8 @@ fn new_feed(
         // nothing yet; the ops live in the feed, as long as the core counter.
         .then(|| unsafe { count_through_peer(out) });
     let mut fd_exported = false;
-    if let (Some(ep), CoreBlocker::Fd(b)) = (request.wait_fd, &blocker) {
-        match epoll_add(ep, b.fd()) {
+    if let (Some(ep), Some(fd)) = (request.wait_fd, blocker.fd()) {
+        match epoll_add(ep, fd) {
             Ok(()) => fd_exported = true,
             Err(e) => fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}"),
         }
@@ -181,6 +185,7 @@ fn new_feed(
             CoreBlocker::Fd(_) if shared => "the core's progress fd",
             CoreBlocker::Fd(_) => "the core's wait set fd",
             CoreBlocker::Cntr(_) => "the core counter's own wait",
+            CoreBlocker::Bell(_) => "the domain's doorbell (rung by rscntr peers)",
             CoreBlocker::Yield => "nothing (they yield between progress calls)",
         }
     );
@@ -204,6 +209,11 @@ fn new_feed(
         _counted_ops: counted_ops,
         reads,
     });
+    if let CoreBlocker::Bell(b) = &feed.blocker {
+        // SAFETY: the feed removes itself (close, drop) before it is freed; boxed, it does not
+        // move.
+        unsafe { b.add_feed(&*feed as &dyn Progressed as *const dyn Progressed) };
+    }
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
         // blocker (the core counter is closed only when the feed is); sockets' reads run no
@@ -313,27 +323,14 @@ impl Feed for CoreFeed {
     /// about to sleep must see every completion the progress took off the wire (nothing will
     /// make the core's fd readable for it again), and completions are what it waits for.
     fn sync(&self, tally: &dyn Tally, errors_too: bool) {
-        // SAFETY: the domain's home outlives its counters.
-        let _open = unsafe { &*self.closing }.read_recursive();
-        let core = self.core_cntr.load(Ordering::Acquire);
-        if core.is_null() || self.unenabled.load(Ordering::Acquire) != 0 {
+        if let CoreBlocker::Bell(b) = &self.blocker {
+            // A waiter's pull (and the watcher's): every endpoint of the domain, whose
+            // completions the core counts straight into their counters, then rings for
+            // the peers that wait on answers.
+            b.pull_domain();
             return;
         }
-        // SAFETY: an open core counter; its ops table is the core's.
-        let ops = unsafe { &*(*core).ops };
-        if errors_too && let Some(readerr) = ops.readerr {
-            // SAFETY: as above.
-            let now = unsafe { readerr(core) };
-            take_increase(&self.seen_err, now, |d| tally.count_err(d));
-        }
-        if let Some(read) = ops.read {
-            // SAFETY: as above.
-            let raw = unsafe { read(core) };
-            // The bias is read after the value: an interrupt counts its bias before it adds
-            // to the core counter, so a value that includes the addition comes with its bias.
-            let now = raw.wrapping_sub(self.bias.load(Ordering::SeqCst));
-            take_increase(&self.seen, now, |d| tally.count(d));
-        }
+        self.sync_own(tally, errors_too);
     }
 
     /// `fi_cntr_read` and `fi_cntr_readerr`: on a duty cycle where the feed has one (see
@@ -342,9 +339,9 @@ impl Feed for CoreFeed {
     fn sync_read(&self, tally: &dyn Tally, errors_too: bool) {
         match &self.reads {
             Some(reads) => {
-                reads.read(|| self.sync(tally, errors_too));
+                reads.read(|| self.sync_own(tally, errors_too));
             }
-            None => self.sync(tally, errors_too),
+            None => self.sync_own(tally, errors_too),
         }
     }
 
@@ -366,6 +363,7 @@ impl Feed for CoreFeed {
         match &self.blocker {
             CoreBlocker::Fd(b) => Wake::Block(&**b),
             CoreBlocker::Cntr(b) => Wake::Block(b),
+            CoreBlocker::Bell(b) => Wake::Block(&**b),
             CoreBlocker::Yield => Wake::Yield,
         }
     }
@@ -436,6 +434,10 @@ impl Feed for CoreFeed {
         if core.is_null() {
             return Ok(());
         }
+        if let CoreBlocker::Bell(b) = &self.blocker {
+            // No waiter of the domain drives it from now on (a failed close puts it back).
+            b.remove_feed(self as &dyn Progressed as *const dyn Progressed);
+        }
         // SAFETY: the core counter was opened by open_core_cntr() and nothing else closes it.
         let ret = unsafe { ofi::fi_close(core.cast()) };
         if ret != 0 {
@@ -447,7 +449,59 @@ impl Feed for CoreFeed {
     }
 }
 
+/// A waiter of the domain drives this counter's endpoints (see `bell.rs`): a read of the core
+/// counter, which counts what completes straight into the rscntr counter (FI_PEER).
+impl Progressed for CoreFeed {
+    fn progress_only(&self) {
+        // SAFETY: the domain's home outlives its counters.
+        let _open = unsafe { &*self.closing }.read_recursive();
+        let core = self.core_cntr.load(Ordering::Acquire);
+        if core.is_null() || self.unenabled.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        // SAFETY: an open core counter; its ops table is the core's.
+        if let Some(read) = unsafe { &*(*core).ops }.read {
+            // SAFETY: as above.
+            unsafe { read(core) };
+        }
+    }
+}
+
+impl Drop for CoreFeed {
+    fn drop(&mut self) {
+        if let CoreBlocker::Bell(b) = &self.blocker {
+            b.remove_feed(self as &dyn Progressed as *const dyn Progressed);
+        }
+    }
+}
+
 impl CoreFeed {
+    /// Drives the progress of the endpoints bound to this counter (a read of the core counter)
+    /// and takes in what the core counted itself (see [`Feed::sync`]).
+    fn sync_own(&self, tally: &dyn Tally, errors_too: bool) {
+        // SAFETY: the domain's home outlives its counters.
+        let _open = unsafe { &*self.closing }.read_recursive();
+        let core = self.core_cntr.load(Ordering::Acquire);
+        if core.is_null() || self.unenabled.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        // SAFETY: an open core counter; its ops table is the core's.
+        let ops = unsafe { &*(*core).ops };
+        if errors_too && let Some(readerr) = ops.readerr {
+            // SAFETY: as above.
+            let now = unsafe { readerr(core) };
+            take_increase(&self.seen_err, now, |d| tally.count_err(d));
+        }
+        if let Some(read) = ops.read {
+            // SAFETY: as above.
+            let raw = unsafe { read(core) };
+            // The bias is read after the value: an interrupt counts its bias before it adds
+            // to the core counter, so a value that includes the addition comes with its bias.
+            let now = raw.wrapping_sub(self.bias.load(Ordering::SeqCst));
+            take_increase(&self.seen, now, |d| tally.count(d));
+        }
+    }
+
     /// Bound to an endpoint after its FI_ENABLE: a core that hands out its fds at enable
     /// (rxm) gives none for it, so waits are bounded instead.
     fn bound_late(&self) {

@@ -7,11 +7,15 @@
 //!   blockers: a core fd, the core counter's own wait);
 //! - `feed.rs`: a bound counter's core counter (a `Feed`), opened at the first bind with its
 //!   bound wait, taking in what the core counted, armed for `fi_trywait`;
-//! - `reads.rs`: how often a read drives the core's progress.
+//! - `reads.rs`: how often a read drives the core's progress;
+//! - `bell.rs`, `ring.rs`: the doorbell over shm, which has nothing to block on: a waiter's
+//!   domain publishes a bell, its peers ring it after operations toward it.
 
+pub mod bell;
 mod blocker;
 mod feed;
 mod reads;
+pub mod ring;
 
 pub use blocker::{
     CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set,

@@ -1,0 +1,889 @@
+//! Sleeping over shm: the doorbell between rscntr processes.
+//!
+//! shm has nothing to block on (its waits yield, its CQs and counters refuse FI_WAIT_FD), and
+//! nothing in libfabric lets one process wake another that sleeps. rscntr adds it between
+//! rscntr processes, as UCX's shared-memory transports do between theirs (a datagram to a
+//! socket the receiver sleeps on, sent only by a sender that finds the receiver armed):
+//!
+//! - **What a domain publishes.** A domain whose counters are waited on ([`BellBlocker`])
+//!   has a wake socket (an `AF_UNIX` datagram socket bound to an address the kernel picks in
+//!   the abstract namespace: epoll-able, nothing in the file system) and one page of shared
+//!   memory (a memfd sealed against shrinking and growing, so no peer can make it fault) that
+//!   holds its armed word ([`crate::engine::bell`]) and the socket's address. Each of its
+//!   endpoints names the page in a small file, `/dev/shm/rscntr_bell_<uid>_<hash of the
+//!   endpoint's shm address>` (mode 0600: private to the user, as shm's own regions are),
+//!   holding the creator's pid, pid namespace and the memfd's descriptor number, which a peer
+//!   opens through `/proc/<pid>/fd/<n>`. The file is removed when the endpoint closes, on the
+//!   fatal signals shm cleans up on (SIGBUS, SIGSEGV, SIGTERM, SIGINT), and, after a SIGKILL,
+//!   by the next rscntr process that makes a bell (it removes files of dead pids of its own pid
+//!   namespace). The memfd and the socket vanish with the process.
+//! - **Arming** (a waiter about to sleep): drain the socket, arm the word, drive the core's
+//!   progress once more and re-check, then sleep on the socket (see [`Blocker::arm`] below).
+//! - **Ringing** (`ring.rs`): an endpoint of a domain that waits gets data tables that, after
+//!   each operation the core accepted, look up the destination's page once (cached per
+//!   address) and then pay one fence and one load of its armed word; one `sendto` when armed.
+//!   After driving the core's progress for a waiter, rscntr rings the peers it has mapped that
+//!   are armed (a response to their operation may be what they wait for).
+//! - **Peers that do not ring.** A peer without a bell (plain shm, an rscntr process whose
+//!   domain never waits, another pid namespace) never rings: once rscntr sees one among the
+//!   peers it sends to, or enables an endpoint of its own without a bell, waits in the domain
+//!   re-check every [`FALLBACK_SLEEP`] instead of [`NORMAL_SLEEP`], and say so once in the log.
+//!   No sleep is ever longer than [`NORMAL_SLEEP`]: a peer that died or wrote garbage over the
+//!   page costs at most that much latency, never a hang.
+//! - **Garbage.** rscntr reads nothing from a peer's page but its armed word (the socket
+//!   address is copied once, when the page is mapped, and checked), and nothing from its own
+//!   page at all: a peer writing garbage makes spurious rings or missed ones (bounded above).
+
+use crate::boundary::ffi::err;
+use crate::engine::{Blocker, EventFd, Room, Token, bell, sleep_until_readable};
+use crate::{fi_info, fi_warn};
+use parking_lot::Mutex;
+use std::ffi::{CStr, CString, c_int};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+/// The longest sleep of a waiter whose peers all ring: a bound against peers that died or
+/// wrote garbage over the page, not a schedule (a sleeping waiter wakes 20 times a second).
+pub const NORMAL_SLEEP: Duration = Duration::from_millis(50);
+/// How long a waiter keeps driving shm's progress (yielding between passes) before it arms
+/// and sleeps: longer than a ping-pong's round trip over shm (3 to 20 us here), so that a
+/// peer that answers at once is seen without a ring, and short against an idle wait.
+pub const PULL_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+/// The longest sleep once a peer that does not ring has been seen.
+pub const FALLBACK_SLEEP: Duration = Duration::from_millis(1);
+
+/// The start of the names of the files in /dev/shm that name bells.
+pub const NAME_PREFIX: &str = "rscntr_bell_";
+const SHM_DIR: &str = "/dev/shm/";
+const MAGIC: u64 = u64::from_le_bytes(*b"RSCNBEL1");
+const VERSION: u32 = 1;
+const PAGE: usize = 4096;
+/// The longest abstract socket address (`sun_path`).
+const ADDR_MAX: usize = 108;
+
+/// The shared page of a domain's bell.
+#[repr(C)]
+struct Page {
+    magic: u64,
+    version: u32,
+    /// Bytes of `addr` in use (the abstract name, its leading NUL included).
+    addr_len: u32,
+    addr: [u8; ADDR_MAX],
+    _pad: [u8; 256 - 16 - ADDR_MAX],
+    /// The armed word, on a cache line of its own.
+    armed: bell::AtomicU32,
+}
+
+/// What a bell's name file holds.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct NameRecord {
+    magic: u64,
+    version: u32,
+    pid: u32,
+    /// The creator's pid namespace (the inode of /proc/self/ns/pid): its pid means nothing in
+    /// another.
+    pid_ns: u64,
+    /// The memfd's descriptor number in the creator.
+    fd: i32,
+    _pad: u32,
+}
+
+fn last_error() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+fn pid_ns() -> u64 {
+    std::fs::metadata("/proc/self/ns/pid")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap_or(0)
+}
+
+/// An shm address as shm names its region: up to its first NUL, without the `fi_shm://` or
+/// `fi_ns://` prefix (an endpoint's own name has it, a peer's AV entry not always).
+fn bare_name(addr: &[u8]) -> &[u8] {
+    let end = addr.iter().position(|&b| b == 0).unwrap_or(addr.len());
+    let a = &addr[..end];
+    [&b"fi_shm://"[..], &b"fi_ns://"[..]]
+        .iter()
+        .find_map(|p| a.strip_prefix(*p))
+        .unwrap_or(a)
+}
+
+/// FNV-1a of an shm address (see [`bare_name`]), for the name file.
+fn name_hash(addr: &[u8]) -> u64 {
+    bare_name(addr)
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}
+
+/// The name file of the bell of the endpoint whose shm address is `addr`.
+fn name_path(addr: &[u8]) -> CString {
+    // SAFETY: no arguments.
+    let uid = unsafe { libc::geteuid() };
+    CString::new(format!(
+        "{SHM_DIR}{NAME_PREFIX}{uid}_{:016x}",
+        name_hash(addr)
+    ))
+    .expect("no NUL in a formatted path")
+}
+
+// ---- The receiving side: a domain's bell ------------------------------------------------
+
+/// A domain's bell: its wake socket and shared page, and how a waiter sleeps on them. Shared by
+/// every bound counter of the domain (one room, one leader sleeping on the socket), made when
+/// the first counter that waits binds or the first endpoint of a domain that waits is enabled.
+pub struct BellBlocker {
+    socket: OwnedFd,
+    page: *mut Page,
+    /// The page's memfd, kept open: peers open it through /proc/<pid>/fd/<n>.
+    memfd: OwnedFd,
+    /// The longest sleep, in nanoseconds ([`NORMAL_SLEEP`] or [`FALLBACK_SLEEP`]).
+    cap_ns: AtomicU64,
+    said_fallback: AtomicBool,
+    /// The core counters of the domain's bound counters, each progressed by a waiter's pull
+    /// (shm progresses per endpoint: a core counter's read drives the endpoints bound to it).
+    feeds: Mutex<Vec<*const dyn Progressed>>,
+    /// The peers the domain's endpoints have mapped, rung after a waiter's pull when armed.
+    peers: Mutex<Vec<std::sync::Arc<PeerTable>>>,
+    room: std::sync::Arc<Room>,
+}
+
+// SAFETY: the page is a shared mapping written only through its atomic word; the rest is Sync.
+unsafe impl Send for BellBlocker {}
+// SAFETY: as above.
+unsafe impl Sync for BellBlocker {}
+
+/// What drives a core counter's progress (a feed of the domain, see `feed.rs`).
+pub trait Progressed {
+    fn progress_only(&self);
+}
+
+impl BellBlocker {
+    pub fn new(room: std::sync::Arc<Room>) -> Result<BellBlocker, c_int> {
+        let socket = wake_socket().map_err(|e| {
+            fi_warn!(Domain, "cannot make the doorbell's wake socket: {e}");
+            err::EOTHER
+        })?;
+        let (memfd, page) = shared_page(&socket).map_err(|e| {
+            fi_warn!(Domain, "cannot make the doorbell's shared page: {e}");
+            err::EOTHER
+        })?;
+        Ok(BellBlocker {
+            socket,
+            page,
+            memfd,
+            cap_ns: AtomicU64::new(NORMAL_SLEEP.as_nanos() as u64),
+            said_fallback: AtomicBool::new(false),
+            feeds: Mutex::new(Vec::new()),
+            peers: Mutex::new(Vec::new()),
+            room,
+        })
+    }
+
+    fn armed(&self) -> &bell::AtomicU32 {
+        // SAFETY: the page is mapped as long as the blocker lives.
+        unsafe { &(*self.page).armed }
+    }
+
+    /// Waits in the domain re-check every [`FALLBACK_SLEEP`] from now on: `why` names a peer
+    /// (or an endpoint of ours) that does not ring.
+    pub fn fall_back(&self, why: &str) {
+        self.cap_ns.store(FALLBACK_SLEEP.as_nanos() as u64, SeqCst);
+        if !self.said_fallback.swap(true, SeqCst) {
+            fi_info!(
+                Domain,
+                "doorbell: {why} does not ring; waits in this domain re-check every {FALLBACK_SLEEP:?}"
+            );
+        }
+    }
+
+    /// Publishes the bell under the shm address of an endpoint of the domain: the name file
+    /// that peers find it by, removed when the returned record drops.
+    pub fn publish(&self, addr: &[u8]) -> Result<NameFile, c_int> {
+        NameFile::create(addr, self.memfd.as_raw_fd()).map_err(|e| {
+            fi_warn!(EpCtrl, "cannot publish the endpoint's doorbell: {e}");
+            err::EOTHER
+        })
+    }
+
+    /// A feed whose core counter waiters drive (see [`Progressed`]), until [`Self::remove_feed`].
+    ///
+    /// # Safety
+    /// `feed` lives until removed.
+    pub unsafe fn add_feed(&self, feed: *const dyn Progressed) {
+        self.feeds.lock().push(feed);
+    }
+
+    pub fn remove_feed(&self, feed: *const dyn Progressed) {
+        self.feeds.lock().retain(|f| !std::ptr::addr_eq(*f, feed));
+    }
+
+    /// The peers an endpoint of the domain rings through its AV `av` (one table per AV).
+    pub fn peers_of(&self, av: usize) -> std::sync::Arc<PeerTable> {
+        let mut peers = self.peers.lock();
+        if let Some(t) = peers.iter().find(|t| t.av == av) {
+            return t.clone();
+        }
+        let t = std::sync::Arc::new(PeerTable::new(av));
+        peers.push(t.clone());
+        t
+    }
+
+    /// What a waiter's pull drives: every bound counter's endpoints (shm progresses each
+    /// endpoint on its own), then a ring to each mapped peer that is armed (what the progress
+    /// answered may be what it waits for).
+    pub fn pull_domain(&self) {
+        {
+            let feeds = self.feeds.lock();
+            for f in feeds.iter() {
+                // SAFETY: a feed removes itself before it is freed (see add_feed).
+                unsafe { &**f }.progress_only();
+            }
+        }
+        for t in self.peers.lock().iter() {
+            t.ring_armed();
+        }
+    }
+
+    fn drain(&self) -> bool {
+        let mut buf = [0u8; 64];
+        let mut any = false;
+        loop {
+            // SAFETY: our socket; buf lives across the call.
+            let n = unsafe {
+                libc::recv(
+                    self.socket.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                return any;
+            }
+            any = true;
+        }
+    }
+
+    /// The wake socket (for an FD counter's epoll set and the progress thread).
+    pub fn socket_fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
+impl Drop for BellBlocker {
+    fn drop(&mut self) {
+        // SAFETY: mapped by shared_page, unmapped once.
+        unsafe { libc::munmap(self.page.cast(), PAGE) };
+    }
+}
+
+impl Blocker for BellBlocker {
+    fn prepare(&self) -> Token {
+        Token(0)
+    }
+
+    /// Drains the socket and arms the word: false (look again before sleeping) when a ring
+    /// came or the word was not armed (first arming, or a peer disarmed it to ring), see
+    /// `engine::bell`.
+    fn arm(&self) -> bool {
+        let rang = self.drain();
+        bell::arm(self.armed()) && !rang
+    }
+
+    fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
+        let cap = Duration::from_nanos(self.cap_ns.load(SeqCst));
+        let left = until.map_or(cap, |u| {
+            u.saturating_duration_since(Instant::now()).min(cap)
+        });
+        sleep_until_readable(self.socket.as_raw_fd(), kick.as_raw_fd(), Some(left));
+    }
+
+    /// A sleep here costs the peer a ring and this thread a wake; a peer in a ping-pong answers
+    /// sooner: pull (yielding) that long first.
+    fn pull_before_sleep(&self) -> Option<Duration> {
+        Some(PULL_BEFORE_SLEEP)
+    }
+
+    fn room(&self) -> Option<&Room> {
+        Some(&self.room)
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.socket.as_raw_fd())
+    }
+
+    fn max_sleep(&self) -> Option<Duration> {
+        Some(Duration::from_nanos(self.cap_ns.load(SeqCst)))
+    }
+}
+
+/// A non-blocking datagram socket bound to an abstract address the kernel picks.
+fn wake_socket() -> std::io::Result<OwnedFd> {
+    // SAFETY: no memory arguments; the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero sockaddr_un is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    // Binding only the family autobinds to an abstract address (unix(7)).
+    // SAFETY: addr lives across the call; the length covers the family only.
+    let ret = unsafe {
+        libc::bind(
+            fd,
+            (&addr as *const libc::sockaddr_un).cast(),
+            std::mem::size_of::<libc::sa_family_t>() as libc::socklen_t,
+        )
+    };
+    if ret != 0 {
+        return Err(last_error());
+    }
+    Ok(sock)
+}
+
+/// The sealed memfd page naming `socket`'s address, mapped.
+fn shared_page(socket: &OwnedFd) -> std::io::Result<(OwnedFd, *mut Page)> {
+    // SAFETY: an all-zero sockaddr_un is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: addr and len live across the call.
+    if unsafe {
+        libc::getsockname(
+            socket.as_raw_fd(),
+            (&mut addr as *mut libc::sockaddr_un).cast(),
+            &mut len,
+        )
+    } != 0
+    {
+        return Err(last_error());
+    }
+    let path_len = (len as usize).saturating_sub(std::mem::size_of::<libc::sa_family_t>());
+    if path_len == 0 || path_len > ADDR_MAX {
+        return Err(std::io::Error::other("unexpected socket address"));
+    }
+    // SAFETY: a NUL-terminated name; no memory arguments otherwise.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"rscntr_bell".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: our descriptor.
+    if unsafe { libc::ftruncate(fd, PAGE as libc::off_t) } != 0 {
+        return Err(last_error());
+    }
+    // No peer may shrink it under a mapping (a fault on access) or grow it.
+    // SAFETY: our descriptor.
+    if unsafe {
+        libc::fcntl(
+            fd,
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+        )
+    } != 0
+    {
+        return Err(last_error());
+    }
+    let page = map_page(fd)?;
+    // SAFETY: a fresh mapping of PAGE bytes nobody else has opened yet.
+    unsafe {
+        let p = &mut *page;
+        p.magic = MAGIC;
+        p.version = VERSION;
+        p.addr_len = path_len as u32;
+        for (dst, src) in p.addr.iter_mut().zip(addr.sun_path.iter().take(path_len)) {
+            *dst = *src as u8;
+        }
+    }
+    Ok((memfd, page))
+}
+
+fn map_page(fd: RawFd) -> std::io::Result<*mut Page> {
+    // SAFETY: a descriptor of a file of at least PAGE bytes (checked by the callers).
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(last_error());
+    }
+    Ok(p.cast())
+}
+
+// ---- Name files, and their removal on fatal signals --------------------------------------
+
+/// An endpoint's name file, removed when dropped.
+pub struct NameFile {
+    path: CString,
+    slot: Option<usize>,
+}
+
+impl NameFile {
+    fn create(addr: &[u8], memfd: RawFd) -> std::io::Result<NameFile> {
+        reap_stale();
+        let path = name_path(addr);
+        crate::fi_dbg!(
+            EpCtrl,
+            "doorbell published for {:?} as {path:?}",
+            String::from_utf8_lossy(bare_name(addr))
+        );
+        let record = NameRecord {
+            magic: MAGIC,
+            version: VERSION,
+            pid: std::process::id(),
+            pid_ns: pid_ns(),
+            fd: memfd,
+            _pad: 0,
+        };
+        // A file left by an endpoint of the same address (a process of a former run) goes.
+        for attempt in 0..2 {
+            // SAFETY: a NUL-terminated path.
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_NOFOLLOW
+                        | libc::O_CLOEXEC,
+                    0o600,
+                )
+            };
+            if fd < 0 {
+                let e = last_error();
+                if attempt == 0 && e.raw_os_error() == Some(libc::EEXIST) {
+                    // SAFETY: a NUL-terminated path.
+                    unsafe { libc::unlink(path.as_ptr()) };
+                    continue;
+                }
+                return Err(e);
+            }
+            // SAFETY: a fresh descriptor nothing else owns.
+            let file = unsafe { OwnedFd::from_raw_fd(fd) };
+            let bytes = std::mem::size_of::<NameRecord>();
+            // SAFETY: record lives across the call and is plain data.
+            let n = unsafe {
+                libc::write(
+                    file.as_raw_fd(),
+                    (&record as *const NameRecord).cast(),
+                    bytes,
+                )
+            };
+            if n != bytes as isize {
+                // SAFETY: a NUL-terminated path.
+                unsafe { libc::unlink(path.as_ptr()) };
+                return Err(last_error());
+            }
+            install_cleanup();
+            let slot = register(&path);
+            return Ok(NameFile { path, slot });
+        }
+        Err(std::io::Error::other("name file exists"))
+    }
+}
+
+impl Drop for NameFile {
+    fn drop(&mut self) {
+        if let Some(s) = self.slot {
+            CLEANUP[s].store(std::ptr::null_mut(), SeqCst);
+        }
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::unlink(self.path.as_ptr()) };
+    }
+}
+
+/// Name files to remove on a fatal signal: a fixed table a signal handler can walk without a
+/// lock or an allocation.
+const SLOTS: usize = 1024;
+static CLEANUP: [AtomicPtr<libc::c_char>; SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+/// The handlers the cleanup replaced, by signal number (boxed copies that live for ever: a
+/// handler may run at exit).
+static OLD_RAW: [AtomicPtr<libc::sigaction>; 32] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; 32];
+const FATAL: [c_int; 4] = [libc::SIGBUS, libc::SIGSEGV, libc::SIGTERM, libc::SIGINT];
+
+fn register(path: &CStr) -> Option<usize> {
+    let p = path.as_ptr().cast_mut();
+    let slot = CLEANUP.iter().position(|s| {
+        s.compare_exchange(std::ptr::null_mut(), p, SeqCst, SeqCst)
+            .is_ok()
+    });
+    if slot.is_none() {
+        fi_info!(
+            EpCtrl,
+            "more than {SLOTS} doorbells: this one's file is not removed on a crash"
+        );
+    }
+    slot
+}
+
+extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    for s in CLEANUP.iter() {
+        let p = s.swap(std::ptr::null_mut(), SeqCst);
+        if !p.is_null() {
+            // SAFETY: a registered NUL-terminated path (unlink is async-signal-safe).
+            unsafe { libc::unlink(p) };
+        }
+    }
+    let old = OLD_RAW
+        .get(sig as usize)
+        .map_or(std::ptr::null_mut(), |o| o.load(SeqCst));
+    // SAFETY: restores the handler this one replaced (or the default), then runs it as shm's
+    // own cleanup does: the previous handler's SA_SIGINFO function, or the signal raised again.
+    unsafe {
+        if old.is_null() {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+            return;
+        }
+        libc::sigaction(sig, old, std::ptr::null_mut());
+        let h = (*old).sa_sigaction;
+        if (*old).sa_flags & libc::SA_SIGINFO != 0 && h != libc::SIG_DFL && h != libc::SIG_IGN {
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                std::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            libc::raise(sig);
+        }
+    }
+}
+
+fn install_cleanup() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for sig in FATAL {
+            // SAFETY: an all-zero sigaction is valid; filled below.
+            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+            act.sa_sigaction = on_fatal as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            // SAFETY: an all-zero sigaction is valid as an out value.
+            let mut prev: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: both live across the call.
+            if unsafe { libc::sigaction(sig, &act, &mut prev) } != 0 {
+                fi_info!(
+                    EpCtrl,
+                    "cannot catch signal {sig} to remove doorbell files on a crash"
+                );
+                continue;
+            }
+            OLD_RAW[sig as usize].store(Box::into_raw(Box::new(prev)), SeqCst);
+        }
+    });
+}
+
+/// Removes the name files of dead processes of this pid namespace (left by a SIGKILL).
+fn reap_stale() {
+    // SAFETY: no arguments.
+    let uid = unsafe { libc::geteuid() };
+    let prefix = format!("{NAME_PREFIX}{uid}_");
+    let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
+        return;
+    };
+    let ns = pid_ns();
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        let Some(r) = read_record(&entry.path()) else {
+            continue;
+        };
+        // SAFETY: no memory arguments.
+        let dead = unsafe { libc::kill(r.pid as libc::pid_t, 0) } != 0
+            && last_error().raw_os_error() == Some(libc::ESRCH);
+        if r.pid_ns == ns && dead {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// A name file's record, if it is one: a regular file of this user with the right magic.
+fn read_record(path: &std::path::Path) -> Option<NameRecord> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let m = f.metadata().ok()?;
+    // SAFETY: no arguments.
+    if !m.is_file() || m.uid() != unsafe { libc::geteuid() } {
+        return None;
+    }
+    let mut buf = [0u8; std::mem::size_of::<NameRecord>()];
+    f.read_exact(&mut buf).ok()?;
+    // SAFETY: NameRecord is plain data of that size; any bytes are a value of it.
+    let r: NameRecord = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
+    (r.magic == MAGIC && r.version == VERSION).then_some(r)
+}
+
+// ---- The sending side: peers' bells, rung ----------------------------------------------
+
+/// A peer's bell, mapped: its armed word, and its socket's address (copied once, checked).
+pub struct PeerBell {
+    page: *mut Page,
+    addr: libc::sockaddr_un,
+    addr_len: libc::socklen_t,
+}
+
+impl Drop for PeerBell {
+    fn drop(&mut self) {
+        // SAFETY: mapped by map_peer, unmapped once.
+        unsafe { libc::munmap(self.page.cast(), PAGE) };
+    }
+}
+
+impl PeerBell {
+    /// After an operation toward the peer: one fence and one load while it is not armed.
+    #[inline]
+    pub fn ring_if_armed(&self) {
+        // SAFETY: mapped as long as self lives; only the atomic word is touched.
+        if bell::rings(unsafe { &(*self.page).armed }) {
+            self.ring();
+        }
+    }
+
+    #[cold]
+    fn ring(&self) {
+        let byte = [1u8];
+        // Errors are ignored: EAGAIN means a wake is queued already; a peer that closed or
+        // died has nobody to wake.
+        // SAFETY: the process's sending socket; byte and addr live across the call.
+        unsafe {
+            libc::sendto(
+                send_socket(),
+                byte.as_ptr().cast(),
+                1,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                (&self.addr as *const libc::sockaddr_un).cast(),
+                self.addr_len,
+            )
+        };
+    }
+}
+
+/// The process's socket for ringing (unbound).
+fn send_socket() -> RawFd {
+    static SOCK: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    SOCK.get_or_init(|| {
+        // SAFETY: no memory arguments; checked.
+        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        // SAFETY: a fresh descriptor nothing else owns.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    })
+    .as_ref()
+    .map_or(-1, |s| s.as_raw_fd())
+}
+
+/// Maps the bell published under a peer's shm address, if there is one that checks out.
+fn map_peer(addr: &[u8]) -> Option<PeerBell> {
+    let path = name_path(addr);
+    let shown = String::from_utf8_lossy(bare_name(addr)).into_owned();
+    let Some(r) = read_record(std::path::Path::new(path.to_str().ok()?)) else {
+        crate::fi_dbg!(EpData, "no doorbell for peer {shown:?} ({path:?})");
+        return None;
+    };
+    if r.pid_ns != pid_ns() || r.fd < 0 {
+        crate::fi_dbg!(
+            EpData,
+            "the doorbell of peer {shown:?} is in another pid namespace"
+        );
+        return None;
+    }
+    let proc_path = CString::new(format!("/proc/{}/fd/{}", r.pid, r.fd)).ok()?;
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(proc_path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        crate::fi_dbg!(
+            EpData,
+            "cannot open the doorbell of peer {shown:?} ({proc_path:?}): {}",
+            last_error()
+        );
+        return None;
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let file = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Sealed against shrinking, exactly a page: mapping it can never fault.
+    // SAFETY: our descriptor.
+    let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+    // SAFETY: an all-zero stat is valid as an out value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st lives across the call.
+    let ok = seals >= 0
+        && seals & libc::F_SEAL_SHRINK != 0
+        && unsafe { libc::fstat(file.as_raw_fd(), &mut st) } == 0
+        && st.st_size as usize == PAGE;
+    if !ok {
+        crate::fi_dbg!(
+            EpData,
+            "the doorbell of peer {shown:?} is not a sealed page"
+        );
+        return None;
+    }
+    let page = map_page(file.as_raw_fd()).ok()?;
+    // SAFETY: a mapping of PAGE bytes; read once, checked.
+    let (magic, version, len, bytes) = unsafe {
+        (
+            (*page).magic,
+            (*page).version,
+            (*page).addr_len as usize,
+            (*page).addr,
+        )
+    };
+    if magic != MAGIC || version != VERSION || len == 0 || len > ADDR_MAX {
+        crate::fi_dbg!(
+            EpData,
+            "the doorbell page of peer {shown:?} does not check out"
+        );
+        // SAFETY: mapped just above.
+        unsafe { libc::munmap(page.cast(), PAGE) };
+        return None;
+    }
+    // SAFETY: an all-zero sockaddr_un is valid.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (dst, src) in sa.sun_path.iter_mut().zip(bytes.iter().take(len)) {
+        *dst = *src as libc::c_char;
+    }
+    Some(PeerBell {
+        page,
+        addr: sa,
+        addr_len: (std::mem::size_of::<libc::sa_family_t>() + len) as libc::socklen_t,
+    })
+}
+
+/// The peers reached through one AV, by fi_addr: looked up once each, lock-free after.
+pub struct PeerTable {
+    av: usize,
+    /// fi_addr → NULL (not looked up), [`NO_BELL`] (none), or a mapped peer (owned by `all`).
+    fast: Box<[AtomicPtr<PeerBell>]>,
+    /// Every mapped peer (freed with the table), and the addresses beyond `fast`. Boxed: `fast`
+    /// and `far` point at them while the vector grows.
+    #[allow(clippy::vec_box)]
+    all: Mutex<Vec<Box<PeerBell>>>,
+    far: Mutex<std::collections::HashMap<u64, *const PeerBell>>,
+}
+
+// SAFETY: the peers are shared mappings touched through their atomic word only.
+unsafe impl Send for PeerTable {}
+// SAFETY: as above.
+unsafe impl Sync for PeerTable {}
+
+const FAST: usize = 4096;
+const NO_BELL: *mut PeerBell = std::ptr::dangling_mut();
+
+/// What a peer lookup found, for the caller's log.
+pub enum Looked<'a> {
+    Bell(&'a PeerBell),
+    NoBell,
+}
+
+impl PeerTable {
+    fn new(av: usize) -> PeerTable {
+        PeerTable {
+            av,
+            fast: (0..FAST)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            all: Mutex::new(Vec::new()),
+            far: Mutex::new(Default::default()),
+        }
+    }
+
+    /// The peer at `fi_addr`, looked up with `lookup` (its shm address) the first time.
+    #[inline]
+    pub fn get(
+        &self,
+        fi_addr: u64,
+        lookup: impl FnOnce() -> Option<Vec<u8>>,
+    ) -> Option<Looked<'_>> {
+        if let Some(slot) = self.fast.get(fi_addr as usize) {
+            let p = slot.load(std::sync::atomic::Ordering::Acquire);
+            if p == NO_BELL {
+                return None;
+            }
+            if !p.is_null() {
+                // SAFETY: owned by `all`, freed with the table.
+                return Some(Looked::Bell(unsafe { &*p }));
+            }
+        }
+        self.slow(fi_addr, lookup)
+    }
+
+    #[cold]
+    fn slow(&self, fi_addr: u64, lookup: impl FnOnce() -> Option<Vec<u8>>) -> Option<Looked<'_>> {
+        if (fi_addr as usize) >= FAST
+            && let Some(p) = self.far.lock().get(&fi_addr).copied()
+        {
+            // SAFETY: as in get.
+            return (p != NO_BELL.cast_const()).then(|| Looked::Bell(unsafe { &*p }));
+        }
+        let found = lookup().and_then(|addr| map_peer(&addr));
+        let p = match found {
+            Some(b) => {
+                let mut all = self.all.lock();
+                all.push(Box::new(b));
+                &**all.last().expect("just pushed") as *const PeerBell as *mut PeerBell
+            }
+            None => NO_BELL,
+        };
+        match self.fast.get(fi_addr as usize) {
+            Some(slot) => {
+                // A racing lookup of the same address may have stored its own: keep the first.
+                if let Err(existing) = slot.compare_exchange(
+                    std::ptr::null_mut(),
+                    p,
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Acquire,
+                ) && existing != NO_BELL
+                {
+                    // SAFETY: as in get.
+                    return Some(Looked::Bell(unsafe { &*existing }));
+                }
+            }
+            None => {
+                self.far.lock().insert(fi_addr, p);
+            }
+        }
+        if p == NO_BELL {
+            Some(Looked::NoBell)
+        } else {
+            // SAFETY: as in get.
+            Some(Looked::Bell(unsafe { &*p }))
+        }
+    }
+
+    /// Rings every mapped peer that is armed.
+    pub fn ring_armed(&self) {
+        for p in self.all.lock().iter() {
+            p.ring_if_armed();
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The sending half of the doorbell over shm (`bell.rs`): an endpoint of a domain that waits
+//! rings the peers it completes operations toward.
+//!
+//! Such an endpoint's msg, tagged, rma and atomic tables are copies of the ones it had at
+//! FI_ENABLE (the core's, or rscntr's own for triggered operations and remote-access events)
+//! in which every operation that reaches a peer (sends, injects, writes, reads, atomics) calls
+//! the entry it replaced, then, when that accepted the operation, rings the destination's
+//! bell if it is armed: one lookup in a table by `fi_addr` and one fence and one load while
+//! nobody is armed. Receives and the atomic `*valid` queries are the entries it had.
+//! Endpoints of domains that never wait keep their tables and pay nothing.
+
+use super::bell::{BellBlocker, Looked, PeerTable};
+use crate::ofi;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// An endpoint's ringing tables (its table pointers point into this record, so an op finds
+/// it from its `ep`), the tables they wrap, and the peers it rings.
+#[repr(C)]
+pub struct RingEp {
+    msg: ofi::fi_ops_msg,
+    tagged: ofi::fi_ops_tagged,
+    rma: ofi::fi_ops_rma,
+    atomic: ofi::fi_ops_atomic,
+    inner_msg: ofi::fi_ops_msg,
+    inner_tagged: ofi::fi_ops_tagged,
+    inner_rma: ofi::fi_ops_rma,
+    inner_atomic: ofi::fi_ops_atomic,
+    /// The core AV the endpoint is bound to (addresses are looked up there once each).
+    av: *mut ofi::fid_av,
+    peers: Arc<PeerTable>,
+    bell: Arc<BellBlocker>,
+}
+
+impl RingEp {
+    /// Gives an enabled endpoint ringing tables over the ones it has. The record lives until
+    /// [`RingEp::free`], after the core closed the endpoint.
+    ///
+    /// # Safety
+    /// `ep` is an open, enabled endpoint; `av` the core AV bound to it; no other thread uses
+    /// the endpoint's tables yet (FI_ENABLE has not returned to the application).
+    pub unsafe fn patch(
+        ep: *mut ofi::fid_ep,
+        av: *mut ofi::fid_av,
+        bell: Arc<BellBlocker>,
+    ) -> *mut RingEp {
+        // SAFETY: caller's contract: valid tables or NULL.
+        unsafe {
+            let e = &mut *ep;
+            let (m, t, r, a) = (
+                copy_table(e.msg),
+                copy_table(e.tagged),
+                copy_table(e.rma),
+                copy_table(e.atomic),
+            );
+            let mut rec = Box::new(RingEp {
+                msg: m,
+                tagged: t,
+                rma: r,
+                atomic: a,
+                inner_msg: m,
+                inner_tagged: t,
+                inner_rma: r,
+                inner_atomic: a,
+                av,
+                peers: bell.peers_of(av as usize),
+                bell,
+            });
+            ours!(
+                rec.msg.send => m_send, rec.msg.sendv => m_sendv, rec.msg.sendmsg => m_sendmsg,
+                rec.msg.inject => m_inject, rec.msg.senddata => m_senddata,
+                rec.msg.injectdata => m_injectdata,
+                rec.tagged.send => t_send, rec.tagged.sendv => t_sendv,
+                rec.tagged.sendmsg => t_sendmsg, rec.tagged.inject => t_inject,
+                rec.tagged.senddata => t_senddata, rec.tagged.injectdata => t_injectdata,
+                rec.rma.read => r_read, rec.rma.readv => r_readv, rec.rma.readmsg => r_readmsg,
+                rec.rma.write => r_write, rec.rma.writev => r_writev,
+                rec.rma.writemsg => r_writemsg, rec.rma.inject => r_inject,
+                rec.rma.writedata => r_writedata, rec.rma.injectdata => r_injectdata,
+                rec.atomic.write => a_write, rec.atomic.writev => a_writev,
+                rec.atomic.writemsg => a_writemsg, rec.atomic.inject => a_inject,
+                rec.atomic.readwrite => a_readwrite, rec.atomic.readwritev => a_readwritev,
+                rec.atomic.readwritemsg => a_readwritemsg, rec.atomic.compwrite => a_compwrite,
+                rec.atomic.compwritev => a_compwritev,
+                rec.atomic.compwritemsg => a_compwritemsg,
+            );
+            let rec = Box::into_raw(rec);
+            if !e.msg.is_null() {
+                e.msg = &mut (*rec).msg;
+            }
+            if !e.tagged.is_null() {
+                e.tagged = &mut (*rec).tagged;
+            }
+            if !e.rma.is_null() {
+                e.rma = &mut (*rec).rma;
+            }
+            if !e.atomic.is_null() {
+                e.atomic = &mut (*rec).atomic;
+            }
+            rec
+        }
+    }
+
+    /// Frees the record once the core closed its endpoint.
+    ///
+    /// # Safety
+    /// `r` came from [`RingEp::patch`]; nothing uses it any more.
+    pub unsafe fn free(r: *mut RingEp) {
+        // SAFETY: caller's contract.
+        drop(unsafe { Box::from_raw(r) });
+    }
+
+    /// After an operation toward `dest` the core accepted.
+    #[inline]
+    fn after(&self, ret: isize, dest: ofi::fi_addr_t) {
+        if ret != 0 || dest == FI_ADDR_UNSPEC {
+            return;
+        }
+        match self.peers.get(dest, || self.lookup(dest)) {
+            Some(Looked::Bell(p)) => p.ring_if_armed(),
+            Some(Looked::NoBell) => self.bell.fall_back("a peer without a doorbell"),
+            None => {}
+        }
+    }
+
+    /// The shm address of `dest` in the core AV.
+    #[cold]
+    fn lookup(&self, dest: ofi::fi_addr_t) -> Option<Vec<u8>> {
+        if self.av.is_null() {
+            return None;
+        }
+        let mut buf = vec![0u8; 256];
+        let mut len = buf.len();
+        // SAFETY: the core AV bound to the endpoint (it cannot close while bound); buf and len
+        // live across the call.
+        let ret = unsafe {
+            let ops = &*(*self.av).ops;
+            ops.lookup?(self.av, dest, buf.as_mut_ptr().cast(), &mut len)
+        };
+        if ret != 0 || len > buf.len() {
+            return None;
+        }
+        buf.truncate(len);
+        Some(buf)
+    }
+}
+
+/// A copy of a table, or an empty one for a NULL pointer.
+///
+/// # Safety
+/// `orig` is NULL or valid.
+unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
+    // SAFETY: caller's contract.
+    unsafe { orig.as_ref() }.copied().unwrap_or_default()
+}
+
+/// Replaces table entries with ringing ones, only where the table has the op.
+macro_rules! ours {
+    ($($slot:expr => $f:expr),* $(,)?) => {
+        $(if $slot.is_some() {
+            $slot = Some($f);
+        })*
+    };
+}
+use ours;
+
+/// The record of an endpoint whose `$table` pointer is ours.
+///
+/// # Safety
+/// `ep` is an endpoint patched by [`RingEp::patch`].
+macro_rules! rec_of {
+    ($ep:expr, $table:ident) => {{
+        // SAFETY: the endpoint's table pointer points at this field of its record.
+        unsafe {
+            &*((*$ep).$table as *const u8)
+                .sub(std::mem::offset_of!(RingEp, $table))
+                .cast::<RingEp>()
+        }
+    }};
+}
+
+/// A ringing entry: calls the wrapped one, then rings `$dest`.
+macro_rules! ringing {
+    ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr) => {
+        unsafe extern "C" fn $name(ep: *mut ofi::fid_ep, $($a: $t),*) -> isize {
+            crate::ffi_boundary! {
+                let rec = rec_of!(ep, $table);
+                let Some(f) = rec.$inner.$slot else { return crate::boundary::ffi::err::ENOSYS as isize };
+                // SAFETY: the entry this one replaced, with the application's arguments.
+                let ret = unsafe { f(ep, $($a),*) };
+                rec.after(ret, $dest);
+                ret
+            }
+        }
+    };
+}
+
+/// `FI_ADDR_UNSPEC` (all ones; bindgen leaves the macro out).
+const FI_ADDR_UNSPEC: ofi::fi_addr_t = u64::MAX;
+
+type P = *mut c_void;
+type CP = *const c_void;
+type Addr = ofi::fi_addr_t;
+type Dt = ofi::fi_datatype;
+type Op = ofi::fi_op;
+type Iov = *const libc::iovec;
+type Ioc = *const ofi::fi_ioc;
+type Descs = *mut *mut c_void;
+
+/// The destination of a `*msg` operation.
+macro_rules! msg_addr {
+    ($m:expr) => {
+        // SAFETY: the application's message (the core accepted it, so it is valid).
+        unsafe { $m.as_ref() }.map_or(FI_ADDR_UNSPEC, |m| m.addr)
+    };
+}
+
+ringing!(m_send, msg, inner_msg.send, (buf: CP, len: usize, desc: P, dest: Addr, ctx: P), dest);
+ringing!(m_sendv, msg, inner_msg.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, ctx: P), dest);
+ringing!(m_sendmsg, msg, inner_msg.sendmsg, (m: *const ofi::fi_msg, flags: u64), msg_addr!(m));
+ringing!(m_inject, msg, inner_msg.inject, (buf: CP, len: usize, dest: Addr), dest);
+ringing!(m_senddata, msg, inner_msg.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, ctx: P), dest);
+ringing!(m_injectdata, msg, inner_msg.injectdata, (buf: CP, len: usize, data: u64, dest: Addr), dest);
+
+ringing!(t_send, tagged, inner_tagged.send, (buf: CP, len: usize, desc: P, dest: Addr, tag: u64, ctx: P), dest);
+ringing!(t_sendv, tagged, inner_tagged.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, tag: u64, ctx: P), dest);
+ringing!(t_sendmsg, tagged, inner_tagged.sendmsg, (m: *const ofi::fi_msg_tagged, flags: u64), msg_addr!(m));
+ringing!(t_inject, tagged, inner_tagged.inject, (buf: CP, len: usize, dest: Addr, tag: u64), dest);
+ringing!(t_senddata, tagged, inner_tagged.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, tag: u64, ctx: P), dest);
+ringing!(t_injectdata, tagged, inner_tagged.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, tag: u64), dest);
+
+ringing!(r_read, rma, inner_rma.read, (buf: P, len: usize, desc: P, src: Addr, addr: u64, key: u64, ctx: P), src);
+ringing!(r_readv, rma, inner_rma.readv, (iov: Iov, desc: Descs, count: usize, src: Addr, addr: u64, key: u64, ctx: P), src);
+ringing!(r_readmsg, rma, inner_rma.readmsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m));
+ringing!(r_write, rma, inner_rma.write, (buf: CP, len: usize, desc: P, dest: Addr, addr: u64, key: u64, ctx: P), dest);
+ringing!(r_writev, rma, inner_rma.writev, (iov: Iov, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, ctx: P), dest);
+ringing!(r_writemsg, rma, inner_rma.writemsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m));
+ringing!(r_inject, rma, inner_rma.inject, (buf: CP, len: usize, dest: Addr, addr: u64, key: u64), dest);
+ringing!(r_writedata, rma, inner_rma.writedata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, addr: u64, key: u64, ctx: P), dest);
+ringing!(r_injectdata, rma, inner_rma.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, addr: u64, key: u64), dest);
+
+ringing!(a_write, atomic, inner_atomic.write, (buf: CP, count: usize, desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
+ringing!(a_writev, atomic, inner_atomic.writev, (iov: Ioc, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
+ringing!(a_writemsg, atomic, inner_atomic.writemsg, (m: *const ofi::fi_msg_atomic, flags: u64), msg_addr!(m));
+ringing!(a_inject, atomic, inner_atomic.inject, (buf: CP, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op), dest);
+ringing!(a_readwrite, atomic, inner_atomic.readwrite, (buf: CP, count: usize, desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
+ringing!(a_readwritev, atomic, inner_atomic.readwritev, (iov: Ioc, desc: Descs, count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
+ringing!(a_readwritemsg, atomic, inner_atomic.readwritemsg, (m: *const ofi::fi_msg_atomic, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m));
+ringing!(a_compwrite, atomic, inner_atomic.compwrite, (buf: CP, count: usize, desc: P, compare: CP, compare_desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
+ringing!(a_compwritev, atomic, inner_atomic.compwritev, (iov: Ioc, desc: Descs, count: usize, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
+ringing!(a_compwritemsg, atomic, inner_atomic.compwritemsg, (m: *const ofi::fi_msg_atomic, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m));
+
+/// An endpoint's part in the doorbell: the name its bell is published under (removed when
+/// dropped) and its ringing tables (freed when dropped, after the core closed the endpoint).
+pub struct EpBell {
+    _name: Option<super::bell::NameFile>,
+    ring: *mut RingEp,
+}
+
+// SAFETY: the record is only read through the endpoint's tables and freed once.
+unsafe impl Send for EpBell {}
+// SAFETY: as above.
+unsafe impl Sync for EpBell {}
+
+impl EpBell {
+    /// Before the core enables `ep` of a domain that waits: publishes the domain's bell under
+    /// the endpoint's shm address, so that peers find it as soon as they can reach the
+    /// endpoint.
+    ///
+    /// # Safety
+    /// `ep` is an open core endpoint of the domain whose bell is `bell`.
+    pub unsafe fn publish(
+        ep: *mut ofi::fid_ep,
+        bell: &BellBlocker,
+    ) -> Option<super::bell::NameFile> {
+        // SAFETY: caller's contract.
+        let name = unsafe { ep_name(ep) }?;
+        bell.publish(&name).ok()
+    }
+
+    /// After the core enabled `ep`: its ringing tables.
+    ///
+    /// # Safety
+    /// As [`RingEp::patch`].
+    pub unsafe fn ring(
+        ep: *mut ofi::fid_ep,
+        av: *mut ofi::fid_av,
+        bell: Arc<BellBlocker>,
+        name: Option<super::bell::NameFile>,
+    ) -> EpBell {
+        // SAFETY: caller's contract.
+        let ring = unsafe { RingEp::patch(ep, av, bell) };
+        EpBell { _name: name, ring }
+    }
+}
+
+impl Drop for EpBell {
+    fn drop(&mut self) {
+        // SAFETY: dropped with the endpoint's record, after the core closed it.
+        unsafe { RingEp::free(self.ring) };
+    }
+}
+
+/// The endpoint's own address (the core's `fi_getname`).
+///
+/// # Safety
+/// `ep` is an open core endpoint.
+unsafe fn ep_name(ep: *mut ofi::fid_ep) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 256];
+    let mut len = buf.len();
+    // SAFETY: caller's contract; buf and len live across the call.
+    let ret = unsafe {
+        let cm = (*ep).cm.as_ref()?;
+        cm.getname?(&mut (*ep).fid, buf.as_mut_ptr().cast(), &mut len)
+    };
+    if ret != 0 || len > buf.len() {
+        return None;
+    }
+    buf.truncate(len);
+    Some(buf)
+}
