@@ -153,8 +153,9 @@ done
 
 # ---- 3: pingpongs with nobody armed ----------------------------------------------------------
 # Inside a pair's namespace: the server is ready once its shm region is in the (private, empty
-# until then) /dev/shm; a client that fails takes its server down with it.
-SERVER_READY='n=0; until ls -A /dev/shm | grep -q . || [ $n -ge 400 ]; do sleep 0.02; n=$((n + 1)); done; sleep 0.2'
+# until then) /dev/shm (not rscntr's doorbell, rscntr_bell_*); a client that fails takes its
+# server down with it.
+SERVER_READY='n=0; until ls -A /dev/shm | grep -qv "^rscntr_" || [ $n -ge 400 ]; do sleep 0.02; n=$((n + 1)); done; sleep 0.2'
 # fi_rdm_pingpong (or fi_rdm_cntr_pingpong) over <variant>, both sides in one namespace: usec/xfer
 # at <size>, from its usec/xfer or its MB/sec, whichever is the larger number (both print 2
 # decimals: 0.49 usec/xfer is 16.28 MB/sec at 8 B); up to 3 attempts (a run that reports nothing,
