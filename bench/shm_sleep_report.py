@@ -329,6 +329,12 @@ def main():
             G.append(f"- idle wake median (goal: within one kernel wake of shm's spinning median): "
                      f"{fmt(wake['bell']['med'])} µs with the doorbell against {fmt(wake['shm']['med'])} µs "
                      f"over shm ({d:+.1f} µs); p99 {fmt(wake['bell']['p99'])} µs against {fmt(wake['shm']['p99'])} µs")
+    if "waiters" in modes:
+        for n in nwaiters:
+            w, ws = waiters[n, "bell"], waiters[n, "shm"]
+            G.append(f"- {n} waiters in one process: idle CPU {fmt(w['cpu_pct'], 1)} % with the doorbell, "
+                     f"{fmt(ws['cpu_pct'], 1)} % over shm; wake median {fmt(w['med'])} µs against "
+                     f"{fmt(ws['med'])} µs over shm")
     if "pp" in modes:
         for c in [x for x in ("nobell", "base") if x in variants]:
             rs = [(ratio(pp[k, sz, "bell"][0], pp[k, sz, c][0]), k, sz) for k in PROGRAMS for sz in SIZES]
