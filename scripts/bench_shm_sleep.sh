@@ -7,7 +7,9 @@
 #   shm     shm directly, its own counters
 # 1-2. idle wake (bench/bound_wake.c -w unspec): a thread in fi_cntr_wait on a counter bound
 #      FI_RECV (FI_WAIT_UNSPEC), the peer idle -I ms then sending 8 B: the receiver's CPU while it
-#      waits (% of a core) and the wake latency (median, p99); then N threads waiting in one
+#      waits (% of a core) and the wake latency (median, p99), beside one kernel wake between two
+#      processes in the same shape (bench/kernel_wake.c: a blocked recv on an AF_UNIX datagram
+#      socket, the yardstick of the goal "within one kernel wake"); then N threads waiting in one
 #      process (bench/growth.c -m waiters, each on its own counter and endpoint): their CPU over
 #      an idle window and the wake latency of one completion;
 # 3.   fi_rdm_pingpong and fi_rdm_cntr_pingpong, 8 B and 64 KiB, nobody armed (the send path):
@@ -49,7 +51,7 @@ while getopts "r:R:n:I:i:O:p:T:w:m:b:o:" opt; do
         i) PP_ITERS=$OPTARG ;; O) OVER_ITERS=$OPTARG ;; p) PAIRS=$OPTARG ;; T) OVER_T=$OPTARG ;;
         w) WAITERS=$OPTARG ;;
         m) MODES=$OPTARG ;; b) BASE=$OPTARG ;; o) OUT=$OPTARG ;;
-        *) sed -n '2,36p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,38p' "$0" >&2; exit 2 ;;
     esac
 done
 . scripts/env.sh
@@ -69,6 +71,7 @@ gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/bound_wake.c -L"$L
     -lfabric -lpthread -o target/bound_wake
 gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/growth.c -L"$LIB" \
     -lfabric -lpthread -o target/growth
+gcc -O2 -g -Wall -Wextra -Werror bench/kernel_wake.c -o target/kernel_wake
 NS=$ROOT/prov_test/loopback_only.sh
 
 # Is the machine quiet? The CPU the machine spent (/proc/stat: busy and all jiffies, every CPU)
@@ -129,6 +132,8 @@ has() { [[ " $MODES " == *" $1 "* ]]; }
 # ---- 1-2: idle waiter CPU and wake latency -------------------------------------------------
 WAKE_D=$((30 + SAMPLES * (IDLE + 3) / 1000))
 has wake && for rep in $(seq 1 "$REPS"); do
+    timeout $((WAKE_D + 15)) target/kernel_wake -n "$SAMPLES" -I "$IDLE" > "$OUT/kwake-$rep.txt" 2>&1 || echo "exit $?" >> "$OUT/kwake-$rep.txt"
+    echo "[shm-sleep] wake rep $rep, one kernel wake: $(head -1 "$OUT/kwake-$rep.txt")"
     for v in $(order "$rep"); do
         f=$OUT/wake-$v-$rep.txt
         as "$v" timeout -k 5 $((WAKE_D + 15)) "$NS" target/bound_wake -p "$(prov_of "$v")" -w unspec \
