@@ -5,7 +5,7 @@
  *
  *   bound_wake -p <provider> -w unspec|yield|fd [-n samples] [-i pingpong iterations]
  *              [-S pingpong ms] [-P port] [-a addr] [-A sender addr] [-N sender netns]
- *              [-T wait timeout ms] [-D deadline s]
+ *              [-T wait timeout ms] [-D deadline s] [-I idle ms] [-m wake message bytes]
  *
  * The process forks: the parent is the receiver (it measures), the child the sender. Each opens
  * its own fabric, domain, endpoint and counter after the fork; the endpoint names and a
@@ -19,8 +19,9 @@
  * 1. warm-up: 20 round trips (connections established, both sides progressing);
  * 2. idle wake, n samples: the receiver reposts its receive, tells the sender it is about to
  *    wait and blocks (UNSPEC, YIELD: fi_cntr_wait(cntr, k, T); FD: fi_trywait + poll() on the
- *    FI_GETWAIT fd, then fi_cntr_read); the sender sleeps a random 1-5 ms after that byte, then
- *    sends 64 bytes carrying its CLOCK_MONOTONIC time. Wake latency = the receiver's clock when
+ *    FI_GETWAIT fd, then fi_cntr_read); the sender sleeps a random 1-5 ms after that byte (with
+ *    -I: I ms plus a random 0-1 ms), then sends 64 bytes (with -m: that many, 8 to 64; the
+ *    first 8 are the time) carrying its CLOCK_MONOTONIC time. Wake latency = the receiver's clock when
  *    the wait returned - the time in the payload (read after the counter fired). The
  *    receiver's CPU (getrusage RUSAGE_SELF, user + system, all its threads) over the phase is
  *    divided by the samples;
@@ -85,7 +86,7 @@ struct msg {
 static const char *prov = "rscntr", *addr = "127.0.0.1", *wait_name = "unspec";
 static const char *sender_addr, *sender_netns;
 static int port = 19000, samples = 500, pp_iters = 5000, pp_budget_ms = 2000, wait_ms = 1000,
-	   deadline_s = 90;
+	   deadline_s = 90, idle_ms = -1, wake_bytes = MSG_SIZE;
 static enum fi_wait_obj wait_obj = FI_WAIT_UNSPEC;
 static int use_fd;
 
@@ -309,7 +310,7 @@ static int reap_tx(int block)
 	return 0;
 }
 
-static int post_send(uint64_t seq, uint64_t flags)
+static int post_send_len(uint64_t seq, uint64_t flags, size_t len)
 {
 	uint64_t give_up = now_ns() + send_limit_ns();
 	int ret = reap_tx(1); /* one send in flight at most: txbuf is reused */
@@ -319,7 +320,7 @@ static int post_send(uint64_t seq, uint64_t flags)
 	txbuf->flags = flags;
 	txbuf->ts_ns = now_ns();
 	for (;;) {
-		ssize_t r = fi_send(ep, txbuf, sizeof(*txbuf), txdesc, peer, &txctx);
+		ssize_t r = fi_send(ep, txbuf, len, txdesc, peer, &txctx);
 		if (r == 0) {
 			tx_posted++;
 			return 0;
@@ -329,6 +330,11 @@ static int post_send(uint64_t seq, uint64_t flags)
 		fi_cq_read(txcq, NULL, 0);
 		txbuf->ts_ns = now_ns();
 	}
+}
+
+static int post_send(uint64_t seq, uint64_t flags)
+{
+	return post_send_len(seq, flags, sizeof(*txbuf));
 }
 
 /* Wait until the receive counter reaches k: 0, -FI_ETIMEDOUT, or another error. */
@@ -462,9 +468,11 @@ static void sender(void)
 			fprintf(stderr, "sender: wake sample %d: reaping the last send: %d\n", n, ret);
 			return;
 		}
-		struct timespec idle = { 0, 1000000L + (long) (rand_r(&seed) % 4000001) };
+		long idle_ns = idle_ms < 0 ? 1000000L + (long) (rand_r(&seed) % 4000001)
+					   : idle_ms * 1000000L + (long) (rand_r(&seed) % 1000001);
+		struct timespec idle = { idle_ns / 1000000000L, idle_ns % 1000000000L };
 		nanosleep(&idle, NULL);
-		if ((ret = post_send(tx_posted + 1, 0))) {
+		if ((ret = post_send_len(tx_posted + 1, 0, (size_t) wake_bytes))) {
 			fprintf(stderr, "sender: wake sample %d: send failed: %d(%s)\n", n, ret, fi_strerror(-ret));
 			return;
 		}
@@ -491,8 +499,8 @@ static void receiver(void)
 	int n = 0;
 	timeouts = 0;
 	why = NULL;
-	/* 1-5 ms of idling per sample, and room for slow wakes */
-	watchdog("wake", 10 + (unsigned) (samples / 25), 1);
+	/* 1-5 ms (or -I ms) of idling per sample, and room for slow wakes */
+	watchdog("wake", 10 + (unsigned) (samples * (idle_ms < 0 ? 5 : idle_ms + 2) / 125), 1);
 	double c0 = cpu_us();
 	uint64_t w0 = now_ns();
 	while (n < samples) {
@@ -646,7 +654,7 @@ int main(int argc, char **argv)
 {
 	int opt;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "p:w:n:i:S:P:a:A:N:T:D:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:w:n:i:S:P:a:A:N:T:D:I:m:")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'w': wait_name = optarg; break;
@@ -659,10 +667,12 @@ int main(int argc, char **argv)
 		case 'N': sender_netns = optarg; break;
 		case 'T': wait_ms = atoi(optarg); break;
 		case 'D': deadline_s = atoi(optarg); break;
+		case 'I': idle_ms = atoi(optarg); break;
+		case 'm': wake_bytes = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s -p provider -w unspec|yield|fd [-n samples] "
 				"[-i pingpong iterations] [-S pingpong ms] [-P port] [-a addr] [-A sender addr] "
-				"[-N sender netns] [-T wait ms] [-D deadline s]\n",
+				"[-N sender netns] [-T wait ms] [-D deadline s] [-I idle ms] [-m wake bytes]\n",
 				argv[0]);
 			return 2;
 		}
@@ -679,6 +689,10 @@ int main(int argc, char **argv)
 	}
 	if (samples < 1 || pp_iters < 1 || wait_ms < 1) {
 		fprintf(stderr, "-n, -i and -T must be positive\n");
+		return 2;
+	}
+	if (idle_ms > 10000 || wake_bytes < 8 || wake_bytes > MSG_SIZE) {
+		fprintf(stderr, "-I: at most 10000 ms; -m: 8 to %d bytes\n", MSG_SIZE);
 		return 2;
 	}
 

@@ -19,3 +19,20 @@ pp() { # <prov dir> <prov> <core or -> <size> [<bin>]
         "$3" -p "$1" -P 9871 -S "$2" -I 5000 127.0.0.1; wait' sh "$prov" "$size" "$bin" 2>/dev/null |
         awk -v s="$size" '$1 == s || ($1 == (s / 1024) "k") {print $6}'
 }
+
+# rscntr built at revision <rev> (git archive, cargo build --release) into
+# $DEPS/bench/ab-<short rev>/fi/librscntr-fi.so, once (kept for later runs); sets AB_DIR to
+# that fi directory (a FI_PROVIDER_PATH)
+build_rev() { # <rev>
+    local rev ab
+    rev=$(git -C "$ROOT" rev-parse --short "$1") || return 1
+    ab=$DEPS/bench/ab-$rev
+    if [ ! -f "$ab/fi/librscntr-fi.so" ]; then
+        echo "[bench] building rscntr $rev into $ab"
+        rm -rf "$ab/src" && mkdir -p "$ab/src" "$ab/fi"
+        git -C "$ROOT" archive "$rev" | tar -x -C "$ab/src"
+        (cd "$ab/src" && timeout 1200 cargo build --release --quiet --target-dir "$ab/target") || return 1
+        cp "$ab/target/release/librscntr.so" "$ab/fi/librscntr-fi.so"
+    fi
+    AB_DIR=$ab/fi
+}

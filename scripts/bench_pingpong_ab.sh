@@ -25,14 +25,7 @@ LIB=$LF_PREFIX/lib
 PATH=$FT_PREFIX/bin:$PATH
 [ -f "$PROV_DIR/librscntr-fi.so" ] || { echo "no $PROV_DIR/librscntr-fi.so: build and stage it first" >&2; exit 1; }
 rev=$(git rev-parse --short "$BASE")
-AB=$DEPS/bench/ab-$rev
-if [ ! -f "$AB/fi/librscntr-fi.so" ]; then
-    echo "[ab] building rscntr $rev into $AB"
-    rm -rf "$AB/src" && mkdir -p "$AB/src" "$AB/fi"
-    git archive "$rev" | tar -x -C "$AB/src"
-    (cd "$AB/src" && timeout 1200 cargo build --release --quiet --target-dir "$AB/target")
-    cp "$AB/target/release/librscntr.so" "$AB/fi/librscntr-fi.so"
-fi
+build_rev "$rev"
 OUT=$DEPS/bench/$(date +%Y%m%d-%H%M%S)-ab
 mkdir -p "$OUT"
 echo "[ab] baseline $rev ($BASE), now $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo +dirty), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -42,7 +35,7 @@ for rep in $(seq 1 "$REPS"); do
             for bin in fi_rdm_pingpong fi_rdm_cntr_pingpong; do
                 tag=$(tr ';' _ <<<"$core")-$bin-$size
                 pp "$PROV_DIR" "$core" - "$size" "$bin" >> "$OUT/$tag-core"
-                pp "$AB/fi" rscntr "$core" "$size" "$bin" >> "$OUT/$tag-base"
+                pp "$AB_DIR" rscntr "$core" "$size" "$bin" >> "$OUT/$tag-base"
                 pp "$PROV_DIR" rscntr "$core" "$size" "$bin" >> "$OUT/$tag-now"
             done
         done

@@ -377,6 +377,18 @@ trigger_smoke() {
     [ $bad = 0 ]
 }
 
+# The benchmark of waits that sleep over shm (scripts/bench_shm_sleep.sh --smoke, seconds): every
+# configuration (rscntr with and without its doorbell, shm directly; idle wake, pingpongs, 1 and
+# 2 oversubscribed pairs) must produce its numbers; timing is not checked.
+shm_sleep_smoke() {
+    local out rc
+    out=$(mktemp -d)
+    timeout 300 bash scripts/bench_shm_sleep.sh --smoke -o "$out"
+    rc=$?
+    rm -rf "$out"
+    return $rc
+}
+
 # FI_RSCNTR_CORE naming a provider that does not exist: -FI_ENODATA and a log line saying so.
 missing_core() {
     local out rc

@@ -92,6 +92,8 @@ step bench "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not che
 step bench "bound-counter benchmark smoke run (bench/bound_wake.c over each core; timing not checked)" bound_smoke
 step bench "trigger-latency benchmark smoke run (bench/trigger_lat.c over shm, tcp;ofi_rxm; timing not checked)" \
     trigger_smoke
+step bench "shm-sleep benchmark smoke run (scripts/bench_shm_sleep.sh --smoke: rscntr(shm) with and without its doorbell, shm directly; every configuration reports, timing not checked)" \
+    shm_sleep_smoke
 
 step mpi "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
 step mpi "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
