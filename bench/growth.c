@@ -46,6 +46,9 @@
  *     read_ns n=<N> <per read>
  *     spin n=<N> samples=<s> lat_us <median> <p90> <max> reads <median reads per sample>
  * -a none: no address in fi_getinfo (shm: an address names its region, shared by every endpoint).
+ * -R: the sender's CQ has a wait object (FI_WAIT_UNSPEC; it still only polls it): over
+ *   rscntr(shm) its domain is then one that waits, whose endpoints ring peers that sleep (the
+ *   doorbell); without, a sleeping rscntr(shm) waiter re-checks on its bounded schedule.
  * Other lines: "error <what>" (setup failed), "noresult <why>". The program never judges.
  */
 #define _GNU_SOURCE
@@ -579,12 +582,15 @@ static int receiver(void)
 
 /* ---- the sender ------------------------------------------------------------------------------ */
 
+static int sender_waits; /* -R */
+
 static int sender(void)
 {
 	struct fid_ep *ep;
 	struct fid_cq *cq;
 	struct fid_mr *mr = NULL;
-	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE, .size = 64 };
+	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_CONTEXT,
+				  .wait_obj = sender_waits ? FI_WAIT_UNSPEC : FI_WAIT_NONE, .size = 64 };
 	struct fi_av_attr ava = { .type = FI_AV_UNSPEC, .count = (size_t) n }; /* shm: at most 256 */
 	if (open_domain())
 		return -1;
@@ -686,7 +692,7 @@ int main(int argc, char **argv)
 {
 	int opt, deadline = 100;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "p:m:N:bs:W:a:D:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:m:N:bs:W:a:D:R")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'm': mode = optarg; break;
@@ -696,8 +702,9 @@ int main(int argc, char **argv)
 		case 'W': window_ms = atoi(optarg); break;
 		case 'a': addr = optarg; break;
 		case 'D': deadline = atoi(optarg); break;
+		case 'R': sender_waits = 1; break;
 		default:
-			fprintf(stderr, "usage: %s -p prov -m objects|waiters|endpoints -N n [-b] [-s samples] [-W ms] [-a addr] [-D s]\n",
+			fprintf(stderr, "usage: %s -p prov -m objects|waiters|endpoints -N n [-b] [-s samples] [-W ms] [-a addr] [-D s] [-R]\n",
 				argv[0]);
 			return 2;
 		}

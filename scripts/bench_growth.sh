@@ -55,13 +55,16 @@ isolated() {
 } > "$OUT/meta.txt"
 
 run() { # <core> <via: core, rscntr or base> <file tag> <growth args...>
-    local core=$1 via=$2 tag=$3 prov addr f path=$PROV_DIR
+    local core=$1 via=$2 tag=$3 prov addr f path=$PROV_DIR ring
     shift 3
     prov=$core; [ "$via" != core ] && prov=rscntr
     [ "$via" = base ] && path=$BASE
     addr=127.0.0.1; [ "$core" = shm ] && addr=none
+    # Over shm the sender's domain waits (-R: its CQ has a wait object), so that it rings the
+    # rscntr waiters it sends to (the doorbell); shm's own counters are the same with or without.
+    ring=(); [ "$core" = shm ] && [ "$tag" != "${tag#waiters}" -o "$tag" != "${tag#endpoints}" ] && ring=(-R)
     f=$OUT/$(tr ';' _ <<<"$core")-$via-$tag.txt
-    if FI_PROVIDER_PATH=$path FI_RSCNTR_CORE=$core isolated timeout -k 5 100 target/growth -p "$prov" -a "$addr" -D 90 "$@" \
+    if FI_PROVIDER_PATH=$path FI_RSCNTR_CORE=$core isolated timeout -k 5 100 target/growth -p "$prov" -a "$addr" -D 90 "${ring[@]}" "$@" \
         > "$f" 2> "$f.err"; then :; else echo "exit $?" >> "$f"; fi
     [ -s "$f.err" ] || rm -f "$f.err"
     echo "[bench-growth] $core $via $tag: $(head -c 160 "$f" | head -1)"

@@ -143,12 +143,13 @@ has wake && for rep in $(seq 1 "$REPS"); do
     done
 done
 
-# many waiters in one process: growth -m waiters (-a none: shm's address names its region)
+# many waiters in one process: growth -m waiters (-a none: shm's address names its region; -R:
+# the sender's domain waits, so that over rscntr its endpoint rings the waiters' doorbell)
 has waiters && for rep in $(seq 1 "$REPS"); do
     for n in $WAITERS; do
         for v in $(order $((rep + n))); do
             f=$OUT/waiters-$v-$n-$rep.txt
-            as "$v" timeout -k 5 100 "$NS" target/growth -p "$(prov_of "$v")" -a none -D 90 -m waiters \
+            as "$v" timeout -k 5 100 "$NS" target/growth -p "$(prov_of "$v")" -a none -D 90 -m waiters -R \
                 -N "$n" -s "$WSAMPLES" -W 25 > "$f" 2> "$f.err" || echo "exit $?" >> "$f"
             [ -s "$f.err" ] || rm -f "$f.err"
             echo "[shm-sleep] waiters rep $rep, $n, $v: $(head -c 120 "$f" | head -1)"
