@@ -49,6 +49,15 @@ pub const NORMAL_SLEEP: Duration = Duration::from_millis(50);
 /// and sleeps: longer than a ping-pong's round trip over shm (3 to 20 us here), so that a
 /// peer that answers at once is seen without a ring, and short against an idle wait.
 pub const PULL_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+/// The longest pull before a sleep, while rings come soon after each sleep (see
+/// `BellBlocker::adapt_pull`).
+pub const PULL_MAX: Duration = Duration::from_millis(1);
+/// A sleep a ring ends sooner than this is traffic (the pull grows).
+const ACTIVE: Duration = Duration::from_micros(500);
+/// A sleep that lasts this long is idleness (the pull shrinks).
+const IDLE: Duration = Duration::from_millis(5);
+/// The peers `ring_back` walks without a lock (the rest under it).
+const RING_LIST: usize = 64;
 /// The longest sleep once a peer that does not ring has been seen.
 pub const FALLBACK_SLEEP: Duration = Duration::from_millis(1);
 
@@ -158,6 +167,8 @@ pub struct BellBlocker {
     cap_ns: AtomicU64,
     /// The last sleep ended by the bell's own bound, not by a ring (see `unrung_arrival`).
     unrung_wake: AtomicBool,
+    /// How long waiters pull before they sleep, in nanoseconds (see `adapt_pull`).
+    pull_ns: AtomicU64,
     /// Counts brought in after such sleeps.
     unrung_arrivals: std::sync::atomic::AtomicU32,
     said_fallback: AtomicBool,
@@ -166,6 +177,9 @@ pub struct BellBlocker {
     feeds: Mutex<Vec<*const dyn Progressed>>,
     /// The peers the domain's endpoints have mapped, rung after a waiter's pull when armed.
     peers: Mutex<Vec<std::sync::Arc<PeerTable>>>,
+    /// The first [`RING_LIST`] of those peers, for `ring_back` without a lock.
+    ring_list: [AtomicPtr<PeerBell>; RING_LIST],
+    ring_list_len: std::sync::atomic::AtomicUsize,
     /// The kicks of threads asleep on the socket outside the domain's room (CQ reads): a
     /// thread that drains a ring kicks them all, as the ring may have been theirs (the room's
     /// members learn of theirs through the pull that follows every drain, which counts into
@@ -200,10 +214,13 @@ impl BellBlocker {
             memfd,
             cap_ns: AtomicU64::new(NORMAL_SLEEP.as_nanos() as u64),
             unrung_wake: AtomicBool::new(false),
+            pull_ns: AtomicU64::new(PULL_BEFORE_SLEEP.as_nanos() as u64),
             unrung_arrivals: std::sync::atomic::AtomicU32::new(0),
             said_fallback: AtomicBool::new(false),
             feeds: Mutex::new(Vec::new()),
             peers: Mutex::new(Vec::new()),
+            ring_list: [const { AtomicPtr::new(std::ptr::null_mut()) }; RING_LIST],
+            ring_list_len: std::sync::atomic::AtomicUsize::new(0),
             sleepers: Mutex::new(Vec::new()),
             room,
         })
@@ -233,6 +250,27 @@ impl BellBlocker {
             fi_warn!(EpCtrl, "cannot publish the endpoint's doorbell: {e}");
             err::EOTHER
         })
+    }
+
+    /// After a sleep of `slept`: a ring that came soon means traffic a longer pull would have
+    /// seen without a ring and a wake (a ping-pong whose peer was descheduled, or slower than
+    /// the pull): waiters pull twice as long next time, up to [`PULL_MAX`]; a sleep that no ring
+    /// ended, or a long one, means idleness: half as long, down to [`PULL_BEFORE_SLEEP`].
+    /// Without it, two peers that once slept keep ringing and waking each other for every
+    /// message (a ping-pong 5 to 15 times slower, measured).
+    fn adapt_pull(&self, rung: bool, slept: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.pull_ns.load(Relaxed);
+        let next = if rung && slept < ACTIVE {
+            (now * 2).min(PULL_MAX.as_nanos() as u64)
+        } else if !rung || slept >= IDLE {
+            (now / 2).max(PULL_BEFORE_SLEEP.as_nanos() as u64)
+        } else {
+            now
+        };
+        if next != now {
+            self.pull_ns.store(next, Relaxed);
+        }
     }
 
     /// Whether the last sleep ended by the bell's own bound (and forgets it).
@@ -289,8 +327,41 @@ impl BellBlocker {
 
     /// Rings each peer the domain's endpoints have mapped that is armed.
     pub fn ring_back(&self) {
-        for t in self.peers.lock().iter() {
-            t.ring_armed();
+        let n = self
+            .ring_list_len
+            .load(std::sync::atomic::Ordering::Acquire);
+        if n == 0 {
+            return;
+        }
+        // One fence for all the loads (see `engine::bell::rings`): what this thread's progress
+        // published comes before them.
+        std::sync::atomic::fence(SeqCst);
+        for slot in &self.ring_list[..n] {
+            let p = slot.load(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: a peer of one of this blocker's tables, which the blocker keeps (and the
+            // tables their peers) until it is dropped.
+            if let Some(p) = unsafe { p.as_ref() } {
+                p.ring_if_armed_fenced();
+            }
+        }
+        if n == RING_LIST {
+            // More peers than the list holds: the rest the slow way.
+            for t in self.peers.lock().iter() {
+                t.ring_armed_beyond(RING_LIST);
+            }
+        }
+    }
+
+    /// A peer just mapped by a table of this blocker: on the list `ring_back` walks.
+    fn listed(&self, p: *const PeerBell) {
+        let _one_at_a_time = self.peers.lock();
+        let n = self
+            .ring_list_len
+            .load(std::sync::atomic::Ordering::Acquire);
+        if n < RING_LIST {
+            self.ring_list[n].store(p.cast_mut(), std::sync::atomic::Ordering::Release);
+            self.ring_list_len
+                .store(n + 1, std::sync::atomic::Ordering::Release);
         }
     }
 
@@ -400,7 +471,9 @@ impl Blocker for BellBlocker {
         let left = until.map_or(cap, |u| {
             u.saturating_duration_since(Instant::now()).min(cap)
         });
+        let t0 = Instant::now();
         let (rung, kicked) = poll_which(self.socket.as_raw_fd(), kick.as_raw_fd(), Some(left));
+        self.adapt_pull(rung, t0.elapsed());
         if !rung && !kicked && left == cap {
             // The bell's own bound ended this sleep (not a ring, an interrupt or the caller's
             // deadline): see `unrung_arrival`.
@@ -409,9 +482,11 @@ impl Blocker for BellBlocker {
     }
 
     /// A sleep here costs the peer a ring and this thread a wake; a peer in a ping-pong answers
-    /// sooner: pull (yielding) that long first.
+    /// sooner: pull (yielding) that long first (see `adapt_pull`).
     fn pull_before_sleep(&self) -> Option<Duration> {
-        Some(PULL_BEFORE_SLEEP)
+        Some(Duration::from_nanos(
+            self.pull_ns.load(std::sync::atomic::Ordering::Relaxed),
+        ))
     }
 
     fn room(&self) -> Option<&Room> {
@@ -816,6 +891,16 @@ impl PeerBell {
         }
     }
 
+    /// As `ring_if_armed`, for a caller that has issued the fence already.
+    #[inline]
+    fn ring_if_armed_fenced(&self) {
+        // SAFETY: mapped as long as self lives; only the atomic word is touched.
+        let word = unsafe { &(*self.page).armed };
+        if word.load(std::sync::atomic::Ordering::Relaxed) != 0 && word.swap(0, SeqCst) != 0 {
+            self.ring();
+        }
+    }
+
     #[cold]
     fn ring(&self) {
         let byte = [1u8];
@@ -969,6 +1054,7 @@ impl PeerTable {
         &self,
         fi_addr: u64,
         lookup: impl FnOnce() -> Option<Vec<u8>>,
+        bell: &BellBlocker,
     ) -> Option<Looked<'_>> {
         if let Some(slot) = self.fast.get(fi_addr as usize) {
             let p = slot.load(std::sync::atomic::Ordering::Acquire);
@@ -980,11 +1066,16 @@ impl PeerTable {
                 return Some(Looked::Bell(unsafe { &*p }));
             }
         }
-        self.slow(fi_addr, lookup)
+        self.slow(fi_addr, lookup, bell)
     }
 
     #[cold]
-    fn slow(&self, fi_addr: u64, lookup: impl FnOnce() -> Option<Vec<u8>>) -> Option<Looked<'_>> {
+    fn slow(
+        &self,
+        fi_addr: u64,
+        lookup: impl FnOnce() -> Option<Vec<u8>>,
+        bell: &BellBlocker,
+    ) -> Option<Looked<'_>> {
         if (fi_addr as usize) >= FAST
             && let Some(p) = self.far.lock().get(&fi_addr).copied()
         {
@@ -996,7 +1087,9 @@ impl PeerTable {
             Some(b) => {
                 let mut all = self.all.lock();
                 all.push(Box::new(b));
-                &**all.last().expect("just pushed") as *const PeerBell as *mut PeerBell
+                let p = &**all.last().expect("just pushed") as *const PeerBell as *mut PeerBell;
+                bell.listed(p);
+                p
             }
             None => NO_BELL,
         };
@@ -1026,9 +1119,9 @@ impl PeerTable {
         }
     }
 
-    /// Rings every mapped peer that is armed.
-    pub fn ring_armed(&self) {
-        for p in self.all.lock().iter() {
+    /// Rings the mapped peers after the first `skip` that are armed.
+    fn ring_armed_beyond(&self, skip: usize) {
+        for p in self.all.lock().iter().skip(skip) {
             p.ring_if_armed();
         }
     }

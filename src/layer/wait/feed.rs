@@ -199,7 +199,8 @@ fn new_feed(
     // endpoint bound to it and the core counts straight into the rscntr counter (util-based
     // cores, over FI_PEER): not tcp (it counts into its own counter, which only a read takes
     // in, and its read does not grow), nor sockets (its own thread progresses).
-    let reads = (peer && matches!(core.plan, Plan::Yield | Plan::FdSet { .. })).then(ReadDuty::new);
+    let reads = (peer && matches!(core.plan, Plan::Yield | Plan::Bell | Plan::FdSet { .. }))
+        .then(ReadDuty::new);
     let feed = Box::new(CoreFeed {
         core_cntr: AtomicPtr::new(out),
         unenabled: AtomicUsize::new(0),

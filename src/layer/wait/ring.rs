@@ -175,7 +175,7 @@ impl RingEp {
         {
             return;
         }
-        match self.peers().get(dest, || self.lookup(dest)) {
+        match self.peers().get(dest, || self.lookup(dest), &self.bell) {
             Some(Looked::Bell(p)) => p.ring_if_armed(),
             Some(Looked::NoBell) => self.bell.fall_back("a peer without a doorbell"),
             None => {}
