@@ -47,45 +47,12 @@ impl RingEp {
         av: *mut ofi::fid_av,
         bell: Arc<BellBlocker>,
     ) -> *mut RingEp {
-        // SAFETY: caller's contract: valid tables or NULL.
-        unsafe {
-            let e = &mut *ep;
-            let (m, t, r, a) = (
-                copy_table(e.msg),
-                copy_table(e.tagged),
-                copy_table(e.rma),
-                copy_table(e.atomic),
-            );
-            let mut rec = Box::new(RingEp {
-                msg: m,
-                tagged: t,
-                rma: r,
-                atomic: a,
-                inner_msg: m,
-                inner_tagged: t,
-                inner_rma: r,
-                inner_atomic: a,
-                av: std::sync::atomic::AtomicPtr::new(av),
-                peers: std::sync::OnceLock::new(),
-                bell,
-                ep: 0,
-            });
-            install::<false>(&mut rec);
-            let rec = Box::into_raw(rec);
-            if !e.msg.is_null() {
-                e.msg = &mut (*rec).msg;
-            }
-            if !e.tagged.is_null() {
-                e.tagged = &mut (*rec).tagged;
-            }
-            if !e.rma.is_null() {
-                e.rma = &mut (*rec).rma;
-            }
-            if !e.atomic.is_null() {
-                e.atomic = &mut (*rec).atomic;
-            }
-            rec
-        }
+        // SAFETY: caller's contract.
+        let rec = Box::into_raw(unsafe { RingEp::over(ep, av, bell, 0) });
+        install::<false>(rec);
+        // SAFETY: caller's contract; the record lives until freed after the endpoint closed.
+        unsafe { point_at(ep, rec) };
+        rec
     }
 
     /// Gives an endpoint just opened ringing tables under the ones rscntr installs next (those
@@ -97,49 +64,54 @@ impl RingEp {
     /// # Safety
     /// `ep` is an open core endpoint nobody else uses yet.
     pub unsafe fn patch_below(ep: *mut ofi::fid_ep, bell: Arc<BellBlocker>) -> Option<*mut RingEp> {
-        // SAFETY: caller's contract: valid tables or NULL.
-        unsafe {
-            let e = &mut *ep;
-            let (m, t, r, a) = (
+        // SAFETY: caller's contract.
+        let rec =
+            Box::into_raw(unsafe { RingEp::over(ep, std::ptr::null_mut(), bell, ep as usize) });
+        install::<true>(rec);
+        if !register(ep as usize, rec) {
+            // SAFETY: just made, never handed out.
+            drop(unsafe { Box::from_raw(rec) });
+            return None;
+        }
+        // SAFETY: caller's contract; the record lives until freed after the endpoint closed.
+        unsafe { point_at(ep, rec) };
+        Some(rec)
+    }
+
+    /// A record whose tables, and the tables they call, are copies of `ep`'s.
+    ///
+    /// # Safety
+    /// `ep` is an open endpoint whose table pointers are NULL or valid.
+    unsafe fn over(
+        ep: *mut ofi::fid_ep,
+        av: *mut ofi::fid_av,
+        bell: Arc<BellBlocker>,
+        registered: usize,
+    ) -> Box<RingEp> {
+        // SAFETY: caller's contract.
+        let (m, t, r, a) = unsafe {
+            let e = &*ep;
+            (
                 copy_table(e.msg),
                 copy_table(e.tagged),
                 copy_table(e.rma),
                 copy_table(e.atomic),
-            );
-            let mut rec = Box::new(RingEp {
-                msg: m,
-                tagged: t,
-                rma: r,
-                atomic: a,
-                inner_msg: m,
-                inner_tagged: t,
-                inner_rma: r,
-                inner_atomic: a,
-                av: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-                peers: std::sync::OnceLock::new(),
-                bell,
-                ep: ep as usize,
-            });
-            install::<true>(&mut rec);
-            let rec = Box::into_raw(rec);
-            if !register(ep as usize, rec) {
-                drop(Box::from_raw(rec));
-                return None;
-            }
-            if !e.msg.is_null() {
-                e.msg = &mut (*rec).msg;
-            }
-            if !e.tagged.is_null() {
-                e.tagged = &mut (*rec).tagged;
-            }
-            if !e.rma.is_null() {
-                e.rma = &mut (*rec).rma;
-            }
-            if !e.atomic.is_null() {
-                e.atomic = &mut (*rec).atomic;
-            }
-            Some(rec)
-        }
+            )
+        };
+        Box::new(RingEp {
+            msg: m,
+            tagged: t,
+            rma: r,
+            atomic: a,
+            inner_msg: m,
+            inner_tagged: t,
+            inner_rma: r,
+            inner_atomic: a,
+            av: std::sync::atomic::AtomicPtr::new(av),
+            peers: std::sync::OnceLock::new(),
+            bell,
+            ep: registered,
+        })
     }
 
     /// The core AV the endpoint is bound to, where its peers are looked up.
@@ -207,7 +179,9 @@ impl RingEp {
 
 /// Puts the ringing entries (finding their record by table pointer, or by registry when
 /// `BELOW`) where the tables have the op.
-fn install<const BELOW: bool>(rec: &mut RingEp) {
+fn install<const BELOW: bool>(rec: *mut RingEp) {
+    // SAFETY: a record just made, not handed out yet.
+    let rec = unsafe { &mut *rec };
     ours!(
         rec.msg.send => m_send::<BELOW>, rec.msg.sendv => m_sendv::<BELOW>,
         rec.msg.sendmsg => m_sendmsg::<BELOW>, rec.msg.inject => m_inject::<BELOW>,
@@ -298,6 +272,29 @@ fn unregister(ep: usize, rec: *mut RingEp) {
                 return;
             }
             _ => {}
+        }
+    }
+}
+
+/// Points the endpoint's tables (those it has) at the record's.
+///
+/// # Safety
+/// `ep` is an open endpoint nobody else uses yet; `rec` outlives its use of the tables.
+unsafe fn point_at(ep: *mut ofi::fid_ep, rec: *mut RingEp) {
+    // SAFETY: caller's contract.
+    unsafe {
+        let e = &mut *ep;
+        if !e.msg.is_null() {
+            e.msg = &mut (*rec).msg;
+        }
+        if !e.tagged.is_null() {
+            e.tagged = &mut (*rec).tagged;
+        }
+        if !e.rma.is_null() {
+            e.rma = &mut (*rec).rma;
+        }
+        if !e.atomic.is_null() {
+            e.atomic = &mut (*rec).atomic;
         }
     }
 }
