@@ -853,5 +853,5 @@ fn a_doorbell_rings_for_work_the_sleeper_missed() {
 #[test]
 #[should_panic]
 fn a_doorbell_without_its_fence_loses_a_wake() {
-    doorbell_model(rscntr::engine::bell::rings_unfenced);
+    doorbell_model(rscntr::engine::bell::rings_after_fence);
 }

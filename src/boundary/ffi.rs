@@ -302,3 +302,23 @@ pub fn fid_header(fclass: u32, context: *mut c_void, ops: &'static ofi::fi_ops) 
         ops: ops as *const _ as *mut _,
     }
 }
+
+/// Copies `orig` (NULL: an all-None table) into a table of rscntr's.
+///
+/// # Safety
+/// `orig` is NULL or a valid table.
+pub unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
+    // SAFETY: caller's contract.
+    unsafe { orig.as_ref() }.copied().unwrap_or_default()
+}
+
+/// Replaces entries of a copied ops table with rscntr's, only where the table has the op: a
+/// missing one stays missing.
+macro_rules! ours_where_the_core_has {
+    ($($slot:expr => $f:expr),* $(,)?) => {
+        $(if $slot.is_some() {
+            $slot = Some($f);
+        })*
+    };
+}
+pub(crate) use ours_where_the_core_has;

@@ -22,7 +22,7 @@
 //! the sleeper looks again before sleeping.
 //!
 //! `tests/loom_wait.rs` model-checks it with a worker that loads without the fence
-//! ([`rings_unfenced`], a planted lost wake the models must catch).
+//! ([`rings_after_fence`] with no fence before it, a planted lost wake the models must catch).
 
 use super::sync::fence;
 
@@ -53,14 +53,14 @@ pub fn disarm(word: &AtomicU32) {
 #[inline]
 pub fn rings(word: &AtomicU32) -> bool {
     fence(SeqCst);
-    word.load(Relaxed) != 0 && word.swap(0, SeqCst) != 0
+    rings_after_fence(word)
 }
 
-/// [`rings`] without its fence: a worker's load may then be ordered before its own publishing,
-/// and a sleeper that armed in between sleeps through the work. Only for the loom models that
-/// must catch it.
-#[doc(hidden)]
+/// [`rings`] for a worker that has issued the SeqCst fence itself since it published (one
+/// fence before looking at several owners' words). Without that fence a worker's load may be
+/// ordered before its own publishing, and a sleeper that armed in between sleeps through the
+/// work: the loom models call it unfenced and must catch that.
 #[inline]
-pub fn rings_unfenced(word: &AtomicU32) -> bool {
+pub fn rings_after_fence(word: &AtomicU32) -> bool {
     word.load(Relaxed) != 0 && word.swap(0, SeqCst) != 0
 }

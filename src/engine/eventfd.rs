@@ -4,9 +4,9 @@
 //! counter as a loom atomic, so the checker sees every signal and drain.
 
 #[cfg(loom)]
-pub use model::EventFd;
+pub use model::{EventFd, signal_raw};
 #[cfg(not(loom))]
-pub use real::EventFd;
+pub use real::{EventFd, signal_raw};
 
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -40,8 +40,7 @@ pub fn sleep_until_any_readable(
 
 /// As [`sleep_until_readable`]; true when `fd` (not `kick`) was readable at the end.
 pub fn poll_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) -> bool {
-    let mut fds = [pollin(fd), pollin(kick)];
-    ppoll_for(&mut fds, limit) > 0 && fds[0].revents != 0
+    poll_which(fd, kick, limit).0
 }
 
 /// As [`sleep_until_readable`]; says whether the sleep ended by `fd` or `kick` being
@@ -103,10 +102,7 @@ mod real {
 
         /// Makes the fd readable (adds 1 to the eventfd's count).
         pub fn signal(&self) {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live u64 to our own fd. A full count (EAGAIN) already
-            // means readable, so the result needs no handling.
-            unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            signal_raw(self.0.as_raw_fd());
         }
 
         /// Consumes a pending signal, if any, so the fd is no longer readable.
@@ -121,6 +117,15 @@ mod real {
         fn as_raw_fd(&self) -> RawFd {
             self.0.as_raw_fd()
         }
+    }
+
+    /// [`EventFd::signal`] through the raw fd of an eventfd its owner keeps open while the fd is
+    /// known to the caller (a sleeper's kick, registered for the time it sleeps).
+    pub fn signal_raw(fd: RawFd) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an eventfd (the callers' contract). A full
+        // count (EAGAIN) already means readable, so the result needs no handling.
+        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
     }
 }
 
@@ -149,6 +154,9 @@ mod model {
             self.0.load(SeqCst) != 0
         }
     }
+
+    /// Under loom there are no raw fds (see `AsRawFd` below): nothing to signal.
+    pub fn signal_raw(_fd: RawFd) {}
 
     impl AsRawFd for EventFd {
         fn as_raw_fd(&self) -> RawFd {

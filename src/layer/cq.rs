@@ -394,10 +394,8 @@ unsafe extern "C" fn cq_signal(cq: *mut ofi::fid_cq) -> c_int {
             fd.signal();
         }
         for k in l.sleeping.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let one: u64 = 1;
-            // SAFETY: the kick eventfd of a thread asleep in this CQ's sread (registered while
-            // it sleeps); one lives across the call.
-            unsafe { libc::write(*k, (&one as *const u64).cast(), 8) };
+            // The kick of a thread asleep in this CQ's sread, registered while it sleeps.
+            crate::engine::signal_raw(*k);
         }
         0
     }

@@ -14,7 +14,7 @@
 use super::cq_filter::CqFilter;
 use super::deferred::Target;
 use super::op::{CoreOps, Fetch, Op, post};
-use crate::boundary::ffi::err;
+use crate::boundary::ffi::{copy_table, err, ours_where_the_core_has};
 use crate::cntr::{self, AnyCntr};
 use crate::engine::{Holds, Started, Tag, Work};
 use crate::layer::hooks::{BindHook, CntrBind, Step};
@@ -66,26 +66,6 @@ pub struct TriggerEp {
 unsafe impl Send for TriggerEp {}
 // SAFETY: as above; `queued` is behind its lock.
 unsafe impl Sync for TriggerEp {}
-
-/// Copies `orig` (NULL: an all-None table) into a table of rscntr's.
-///
-/// # Safety
-/// `orig` is NULL or a valid table.
-pub unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
-    // SAFETY: caller's contract.
-    unsafe { orig.as_ref() }.copied().unwrap_or_default()
-}
-
-/// Replaces table entries with rscntr's, only where the core has the op: a missing one stays
-/// missing.
-macro_rules! ours_where_the_core_has {
-    ($($slot:expr => $f:expr),* $(,)?) => {
-        $(if $slot.is_some() {
-            $slot = Some($f);
-        })*
-    };
-}
-pub(crate) use ours_where_the_core_has;
 
 impl TriggerEp {
     /// Gives a core endpoint opened with FI_TRIGGER rscntr's data tables. The record lives

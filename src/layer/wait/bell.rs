@@ -35,7 +35,7 @@
 //!   page at all: a peer writing garbage makes spurious rings or missed ones (bounded above).
 
 use crate::boundary::ffi::err;
-use crate::engine::{Blocker, EventFd, Room, Token, bell, poll_which};
+use crate::engine::{Blocker, EventFd, Room, Token, bell, poll_which, signal_raw};
 use crate::{fi_info, fi_warn};
 use std::ffi::{CStr, CString, c_int};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -371,10 +371,8 @@ impl BellBlocker {
         let rang = self.drain_socket();
         if rang {
             for fd in self.sleepers.lock().iter() {
-                let one: u64 = 1;
-                // SAFETY: a registered eventfd (see sleep_outside_room); one lives across the
-                // call.
-                unsafe { libc::write(*fd, (&one as *const u64).cast(), 8) };
+                // A registered kick, open while its sleeper sleeps (see sleep_outside_room).
+                signal_raw(*fd);
             }
         }
         rang
@@ -895,8 +893,7 @@ impl PeerBell {
     #[inline]
     fn ring_if_armed_fenced(&self) {
         // SAFETY: mapped as long as self lives; only the atomic word is touched.
-        let word = unsafe { &(*self.page).armed };
-        if word.load(std::sync::atomic::Ordering::Relaxed) != 0 && word.swap(0, SeqCst) != 0 {
+        if bell::rings_after_fence(unsafe { &(*self.page).armed }) {
             self.ring();
         }
     }

@@ -10,6 +10,7 @@
 //! Endpoints of domains that never wait keep their tables and pay nothing.
 
 use super::bell::{BellBlocker, Looked, PeerTable};
+use crate::boundary::ffi::{copy_table, ours_where_the_core_has};
 use crate::ofi;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -182,7 +183,7 @@ impl RingEp {
 fn install<const BELOW: bool>(rec: *mut RingEp) {
     // SAFETY: a record just made, not handed out yet.
     let rec = unsafe { &mut *rec };
-    ours!(
+    ours_where_the_core_has!(
         rec.msg.send => m_send::<BELOW>, rec.msg.sendv => m_sendv::<BELOW>,
         rec.msg.sendmsg => m_sendmsg::<BELOW>, rec.msg.inject => m_inject::<BELOW>,
         rec.msg.senddata => m_senddata::<BELOW>, rec.msg.injectdata => m_injectdata::<BELOW>,
@@ -298,25 +299,6 @@ unsafe fn point_at(ep: *mut ofi::fid_ep, rec: *mut RingEp) {
         }
     }
 }
-
-/// A copy of a table, or an empty one for a NULL pointer.
-///
-/// # Safety
-/// `orig` is NULL or valid.
-unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
-    // SAFETY: caller's contract.
-    unsafe { orig.as_ref() }.copied().unwrap_or_default()
-}
-
-/// Replaces table entries with ringing ones, only where the table has the op.
-macro_rules! ours {
-    ($($slot:expr => $f:expr),* $(,)?) => {
-        $(if $slot.is_some() {
-            $slot = Some($f);
-        })*
-    };
-}
-use ours;
 
 /// The record of an endpoint whose `$table` pointer is ours.
 ///
