@@ -345,9 +345,11 @@ impl BellBlocker {
             }
         }
         if n == RING_LIST {
-            // More peers than the list holds: the rest the slow way.
+            // More peers than the list holds: every peer of every table the slow way (the
+            // list's own twice: a word swapped to 0 rings once). Lock order: the blocker's
+            // peers, then a table's (`PeerTable::slow` lets go of the table's before it lists).
             for t in self.peers.lock().iter() {
-                t.ring_armed_beyond(RING_LIST);
+                t.ring_armed();
             }
         }
     }
@@ -1082,9 +1084,11 @@ impl PeerTable {
         let found = lookup().and_then(|addr| map_peer(&addr));
         let p = match found {
             Some(b) => {
-                let mut all = self.all.lock();
-                all.push(Box::new(b));
-                let p = &**all.last().expect("just pushed") as *const PeerBell as *mut PeerBell;
+                let b = Box::new(b);
+                let p = &*b as *const PeerBell as *mut PeerBell;
+                // Boxed, it stays where it is; listed after the table's lock is let go (see
+                // `BellBlocker::ring_back` for the lock order).
+                self.all.lock().push(b);
                 bell.listed(p);
                 p
             }
@@ -1116,9 +1120,9 @@ impl PeerTable {
         }
     }
 
-    /// Rings the mapped peers after the first `skip` that are armed.
-    fn ring_armed_beyond(&self, skip: usize) {
-        for p in self.all.lock().iter().skip(skip) {
+    /// Rings every mapped peer that is armed.
+    fn ring_armed(&self) {
+        for p in self.all.lock().iter() {
             p.ring_if_armed();
         }
     }
