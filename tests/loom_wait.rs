@@ -802,41 +802,77 @@ fn a_forgiven_count_is_given_back_once() {
     });
 }
 
-// ---- The doorbell (src/engine/bell.rs): a sleeper over shared memory and a worker ----------
+// ---- The doorbell (src/engine/bell.rs): sleepers over shared memory and a worker -----------
 
-/// A sleeper arms, looks for work, arms again if a worker rang meanwhile, then sleeps until
-/// rung; a worker publishes work (a plain store, as a core's queue write), then rings if
-/// `rings` says so. The sleep returns only when rung: a lost wake is a deadlock loom reports.
-fn doorbell_model(rings: fn(&rscntr::engine::bell::AtomicU32) -> bool) {
+/// What one sleeper of the model waits for: its way's ring, a flag and a condition.
+type Bell = Arc<(Mutex<bool>, Condvar)>;
+
+/// A sleeper of `way`: arms, looks for work, arms again if a worker rang meanwhile, then sleeps
+/// until rung. The sleep returns only when rung: a lost wake is a deadlock loom reports.
+fn sleep_until_work(
+    word: &rscntr::engine::bell::AtomicU32,
+    way: u32,
+    work: &AtomicU64,
+    bell: &Bell,
+) {
     use rscntr::engine::bell;
-    loom::model(move || {
+    let mut armed = bell::arm(word, way);
+    loop {
+        if work.load(Relaxed) != 0 {
+            return;
+        }
+        if armed {
+            // Asleep until rung: the worker's work is then visible (its ring came after).
+            let mut r = bell.0.lock().unwrap();
+            while !*r {
+                r = bell.1.wait(r).unwrap();
+            }
+            *r = false;
+        }
+        armed = bell::arm(word, way);
+    }
+}
+
+/// A worker publishes work (a plain store, as a core's queue write), then rings each way
+/// `rings` says; sleepers of each of `ways` wait for it.
+fn doorbell_model(rings: fn(&rscntr::engine::bell::AtomicU32) -> u32, ways: &'static [u32]) {
+    use rscntr::engine::bell;
+    let mut b = loom::model::Builder::new();
+    // Three threads explore for minutes unbounded; a lost wake needs one preemption.
+    if ways.len() > 1 {
+        b.preemption_bound = Some(2);
+    }
+    b.check(move || {
         let word = Arc::new(bell::AtomicU32::new(0));
         let work = Arc::new(AtomicU64::new(0));
-        let rung = Arc::new((Mutex::new(false), Condvar::new()));
+        let bells: Vec<Bell> = ways
+            .iter()
+            .map(|_| Arc::new((Mutex::new(false), Condvar::new())))
+            .collect();
         let worker = {
-            let (word, work, rung) = (word.clone(), work.clone(), rung.clone());
+            let (word, work, bells) = (word.clone(), work.clone(), bells.clone());
             thread::spawn(move || {
                 work.store(1, Relaxed);
-                if rings(&word) {
-                    *rung.0.lock().unwrap() = true;
-                    rung.1.notify_one();
+                let rung = rings(&word);
+                for (way, b) in ways.iter().zip(&bells) {
+                    if rung & way != 0 {
+                        *b.0.lock().unwrap() = true;
+                        b.1.notify_one();
+                    }
                 }
             })
         };
-        let mut armed = bell::arm(&word);
-        loop {
-            if work.load(Relaxed) != 0 {
-                break;
-            }
-            if armed {
-                // Asleep until rung: the worker's work is then visible (its ring came after).
-                let mut r = rung.0.lock().unwrap();
-                while !*r {
-                    r = rung.1.wait(r).unwrap();
-                }
-                *r = false;
-            }
-            armed = bell::arm(&word);
+        let others: Vec<_> = ways[1..]
+            .iter()
+            .zip(&bells[1..])
+            .map(|(&way, b)| {
+                let (word, work, b) = (word.clone(), work.clone(), b.clone());
+                thread::spawn(move || sleep_until_work(&word, way, &work, &b))
+            })
+            .collect();
+        sleep_until_work(&word, ways[0], &work, &bells[0]);
+        for o in others {
+            o.join().unwrap();
         }
         worker.join().unwrap();
     });
@@ -845,7 +881,14 @@ fn doorbell_model(rings: fn(&rscntr::engine::bell::AtomicU32) -> bool) {
 /// No lost wake: the sleeper's look after arming sees the work, or the worker sees it armed.
 #[test]
 fn a_doorbell_rings_for_work_the_sleeper_missed() {
-    doorbell_model(rscntr::engine::bell::rings);
+    doorbell_model(rscntr::engine::bell::rings, &[rscntr::engine::bell::FUTEX]);
+}
+
+/// Two sleepers that sleep two ways (a futex, a socket) on one word: each is rung its way.
+#[test]
+fn a_doorbell_rings_each_way_of_sleeping() {
+    use rscntr::engine::bell::{FUTEX, SOCKET, rings};
+    doorbell_model(rings, &[FUTEX, SOCKET]);
 }
 
 /// The planted lost wake: a worker that loads the armed word without its fence may load it
@@ -853,5 +896,8 @@ fn a_doorbell_rings_for_work_the_sleeper_missed() {
 #[test]
 #[should_panic]
 fn a_doorbell_without_its_fence_loses_a_wake() {
-    doorbell_model(rscntr::engine::bell::rings_after_fence);
+    doorbell_model(
+        rscntr::engine::bell::rings_after_fence,
+        &[rscntr::engine::bell::FUTEX],
+    );
 }

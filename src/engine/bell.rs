@@ -6,13 +6,13 @@
 //! both processes map), the worker only reads it, and clears it to ring. The protocol is the
 //! store-then-load handshake of two threads that each publish then look (Dekker):
 //!
-//! - the sleeper **arms**: stores 1 in the word (a sequentially consistent swap), **then** looks
-//!   for work (drives the core's progress and checks what it waits for), and sleeps only when
-//!   that look found nothing;
+//! - the sleeper **arms**: sets its way's bit in the word (a sequentially consistent
+//!   read-modify-write), **then** looks for work (drives the core's progress and checks what it
+//!   waits for), and sleeps only when that look found nothing;
 //! - the worker **publishes** its work (the core's store into the sleeper's queue), issues a
 //!   sequentially consistent fence, **then** loads the word: if armed, it swaps the word to 0,
-//!   and the one worker whose swap saw 1 **rings** (one syscall, which makes the sleeper's fd
-//!   readable).
+//!   and the one worker whose swap saw a bit **rings** that way (one syscall each: a datagram
+//!   that makes the sleeper's socket readable, or a `FUTEX_WAKE` on the word).
 //!
 //! With both orders sequentially consistent, either the sleeper's look sees the work, or the
 //! worker's load sees the word armed (and it, or another worker, rings): a sleeper never sleeps
@@ -30,28 +30,38 @@ use super::sync::fence;
 pub type AtomicU32 = super::sync::AtomicU32;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
-/// Arms `word`; true when it was armed already (nobody rang since the last [`arm`]), false when
-/// this arming is new: the caller must look for work once more before it sleeps.
+/// The armed word's bits, one per way a sleeper sleeps (a worker rings each way it finds
+/// armed, with one syscall each): a sleeper in `poll`/`epoll` on a socket (woken by a
+/// datagram), and one in `futex(2)` on the word itself (woken by `FUTEX_WAKE`).
+pub const SOCKET: u32 = 1;
+pub const FUTEX: u32 = 2;
+
+/// Arms `word` for the sleepers of `way` ([`SOCKET`] or [`FUTEX`]); true when it was armed for
+/// them already (nobody rang since the last [`arm`]), false when this arming is new: the caller
+/// must look for work once more before it sleeps.
 #[inline]
-pub fn arm(word: &AtomicU32) -> bool {
-    let was = word.swap(1, SeqCst);
+pub fn arm(word: &AtomicU32, way: u32) -> bool {
+    let was = word.fetch_or(way, SeqCst);
     // The look that follows is the core's own loads (C code, not SeqCst accesses): only a
-    // fence keeps them after the swap on every architecture.
+    // fence keeps them after the arming on every architecture.
     fence(SeqCst);
-    was == 1
+    was & way != 0
 }
 
-/// Disarms `word` (the sleeper woke for its own reasons and stops sleeping for now): workers
-/// stop ringing. A worker that loaded it armed just before still rings once: harmless.
+/// Disarms `word` for the sleepers of `way` (a sleeper interrupted for its own reasons: it
+/// looks again before it sleeps, arming anew). A worker that loaded it armed just before still
+/// rings once: harmless.
 #[inline]
-pub fn disarm(word: &AtomicU32) {
-    word.store(0, Relaxed);
+pub fn disarm(word: &AtomicU32, way: u32) {
+    if word.load(Relaxed) & way != 0 {
+        word.fetch_and(!way, SeqCst);
+    }
 }
 
-/// For a worker that has just published work for the owner of `word`: true when it must ring
-/// (the owner is armed and this worker is the one that disarmed it).
+/// For a worker that has just published work for the owner of `word`: the ways it must ring
+/// (those armed, which this worker disarmed; 0: none).
 #[inline]
-pub fn rings(word: &AtomicU32) -> bool {
+pub fn rings(word: &AtomicU32) -> u32 {
     fence(SeqCst);
     rings_after_fence(word)
 }
@@ -61,6 +71,9 @@ pub fn rings(word: &AtomicU32) -> bool {
 /// ordered before its own publishing, and a sleeper that armed in between sleeps through the
 /// work: the loom models call it unfenced and must catch that.
 #[inline]
-pub fn rings_after_fence(word: &AtomicU32) -> bool {
-    word.load(Relaxed) != 0 && word.swap(0, SeqCst) != 0
+pub fn rings_after_fence(word: &AtomicU32) -> u32 {
+    if word.load(Relaxed) == 0 {
+        return 0;
+    }
+    word.swap(0, SeqCst)
 }

@@ -12,6 +12,7 @@ pub mod bell;
 mod counter;
 pub mod duty;
 mod eventfd;
+pub mod futex;
 pub mod progress;
 pub mod source;
 pub mod store;

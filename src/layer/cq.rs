@@ -397,6 +397,10 @@ unsafe extern "C" fn cq_signal(cq: *mut ofi::fid_cq) -> c_int {
             // The kick of a thread asleep in this CQ's sread, registered while it sleeps.
             crate::engine::signal_raw(*k);
         }
+        if let Some(bell) = &l.bell {
+            // They sleep in a futex on the doorbell's word (`wait/bell.rs`).
+            bell.kick_sleepers();
+        }
         0
     }
 }

@@ -108,9 +108,9 @@ pub fn arm_idle(home: &impl DrivenDomain) -> bool {
     let waits = home.waits();
     let bell = waits.bell.lock().clone();
     if let Some(b) = bell {
-        // The doorbell over shm (`wait/bell.rs`): armed, then (false) the thread drives once
-        // more before it sleeps.
-        return crate::engine::Blocker::arm(&*b);
+        // The doorbell over shm (`wait/bell.rs`): armed for a sleep on its socket, then
+        // (false) the thread drives once more before it sleeps.
+        return b.arm_socket();
     }
     let blocker = waits.progress.lock().clone();
     blocker.is_none_or(|b| b.arm())

@@ -35,7 +35,7 @@
 //!   page at all: a peer writing garbage makes spurious rings or missed ones (bounded above).
 
 use crate::boundary::ffi::err;
-use crate::engine::{Blocker, EventFd, Room, Token, bell, poll_which, signal_raw};
+use crate::engine::{Blocker, EventFd, Room, Token, bell, futex, poll_which};
 use crate::{fi_info, fi_warn};
 use std::ffi::{CStr, CString, c_int};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -65,7 +65,8 @@ pub const FALLBACK_SLEEP: Duration = Duration::from_millis(1);
 pub const NAME_PREFIX: &str = "rscntr_bell_";
 const SHM_DIR: &str = "/dev/shm/";
 const MAGIC: u64 = u64::from_le_bytes(*b"RSCNBEL1");
-const VERSION: u32 = 1;
+/// 2: the armed word holds one bit per way of sleeping (`engine::bell::SOCKET`, `FUTEX`).
+const VERSION: u32 = 2;
 const PAGE: usize = 4096;
 /// The longest abstract socket address (`sun_path`).
 const ADDR_MAX: usize = 108;
@@ -81,6 +82,9 @@ struct Page {
     _pad: [u8; 256 - 16 - ADDR_MAX],
     /// The armed word, on a cache line of its own.
     armed: bell::AtomicU32,
+    /// 1 + the CPU of the last peer that rang the futex way (0: none since the sleeper
+    /// looked): see `BellBlocker::leave_the_ringers_cpu`.
+    ringer_cpu: bell::AtomicU32,
 }
 
 /// What a bell's name file holds.
@@ -180,11 +184,6 @@ pub struct BellBlocker {
     /// The first [`RING_LIST`] of those peers, for `ring_back` without a lock.
     ring_list: [AtomicPtr<PeerBell>; RING_LIST],
     ring_list_len: std::sync::atomic::AtomicUsize,
-    /// The kicks of threads asleep on the socket outside the domain's room (CQ reads): a
-    /// thread that drains a ring kicks them all, as the ring may have been theirs (the room's
-    /// members learn of theirs through the pull that follows every drain, which counts into
-    /// their counters).
-    sleepers: Mutex<Vec<RawFd>>,
     room: std::sync::Arc<Room>,
 }
 
@@ -221,7 +220,6 @@ impl BellBlocker {
             peers: Mutex::new(Vec::new()),
             ring_list: [const { AtomicPtr::new(std::ptr::null_mut()) }; RING_LIST],
             ring_list_len: std::sync::atomic::AtomicUsize::new(0),
-            sleepers: Mutex::new(Vec::new()),
             room,
         })
     }
@@ -229,6 +227,77 @@ impl BellBlocker {
     fn armed(&self) -> &bell::AtomicU32 {
         // SAFETY: the page is mapped as long as the blocker lives.
         unsafe { &(*self.page).armed }
+    }
+
+    /// The armed word as the kernel's futex calls take it.
+    fn armed_word(&self) -> *const u32 {
+        // SAFETY: the page is mapped as long as the blocker lives; an AtomicU32 has the layout
+        // of a u32.
+        unsafe { std::ptr::addr_of!((*self.page).armed).cast() }
+    }
+
+    /// Arms the word for `way` after draining the socket, then drives the progress of every
+    /// bound counter's endpoints (after the arming: see `engine::bell`), which counts into
+    /// their counters and wakes their waiters: false (look again before sleeping) when a ring
+    /// came or the word was not armed for `way` (first arming, or a peer disarmed it to ring).
+    fn arm_for(&self, way: u32) -> bool {
+        let rang = self.drain_socket();
+        let armed = bell::arm(self.armed(), way);
+        self.pull_domain();
+        armed && !rang
+    }
+
+    /// [`Blocker::arm`] for a thread that sleeps in `poll()` on the socket ([`Self::socket_fd`]:
+    /// an FD counter's epoll set, the progress thread) rather than in [`Blocker::block`].
+    pub fn arm_socket(&self) -> bool {
+        self.arm_for(bell::SOCKET)
+    }
+
+    /// A thread woken by a peer's ring may have been put on the ringer's CPU: the kernel places
+    /// a woken thread on its waker's CPU when its own is busy and skips its search for an
+    /// idle CPU when the cache domain looks busy (spinning peers make it look so). The ringer
+    /// goes on running (its own pull before it sleeps), and the two share a CPU, each
+    /// yielding to the other, until the load balancer parts them, 8 to 30 ms later: a
+    /// ping-pong over shm ran 4 times slower over that time (measured; pinned to two CPUs it
+    /// did not). So a thread that finds itself on its ringer's CPU leaves it: its affinity
+    /// without that CPU for one call, which moves it, then its own affinity again. A thread
+    /// bound to one CPU (as MPI launchers bind ranks) is never moved.
+    fn leave_the_ringers_cpu(&self) {
+        // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
+        let ringer = unsafe { &(*self.page).ringer_cpu }.swap(0, SeqCst);
+        // SAFETY: no arguments.
+        let here = unsafe { libc::sched_getcpu() };
+        if ringer == 0 || here < 0 || ringer - 1 != here as u32 {
+            return;
+        }
+        // SAFETY: an all-zero cpu_set_t is an empty set.
+        let mut mine: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: the calling thread's mask into a live cpu_set_t of that size.
+        if unsafe { libc::sched_getaffinity(0, size, &mut mine) } != 0
+            // SAFETY: a live set.
+            || unsafe { libc::CPU_COUNT(&mine) } < 2
+        {
+            return;
+        }
+        let mut elsewhere = mine;
+        // SAFETY: a live set; `here` is a CPU number the kernel gave.
+        unsafe { libc::CPU_CLR(here as usize, &mut elsewhere) };
+        // SAFETY: live sets of that size, for the calling thread only; its own mask is put
+        // back at once (the move has happened when the first call returns).
+        unsafe {
+            if libc::sched_setaffinity(0, size, &elsewhere) == 0 {
+                libc::sched_setaffinity(0, size, &mine);
+            }
+        }
+    }
+
+    /// Ends the sleep of every thread in [`Blocker::block`] on this bell, each of which looks
+    /// again (what `fi_cq_signal` does besides signalling its sleepers' kicks).
+    pub fn kick_sleepers(&self) {
+        bell::disarm(self.armed(), bell::FUTEX);
+        // SAFETY: the word of the page this blocker keeps mapped.
+        unsafe { futex::wake_all(self.armed_word()) };
     }
 
     /// Waits in the domain re-check every [`FALLBACK_SLEEP`] from now on: `why` names a peer
@@ -367,19 +436,6 @@ impl BellBlocker {
         }
     }
 
-    /// Empties the socket; true when a ring was in it (then every sleeper outside the room is
-    /// kicked, see `sleepers`).
-    fn drain(&self) -> bool {
-        let rang = self.drain_socket();
-        if rang {
-            for fd in self.sleepers.lock().iter() {
-                // A registered kick, open while its sleeper sleeps (see sleep_outside_room).
-                signal_raw(*fd);
-            }
-        }
-        rang
-    }
-
     fn drain_socket(&self) -> bool {
         let mut buf = [0u8; 64];
         let mut any = false;
@@ -402,15 +458,15 @@ impl BellBlocker {
 
     /// For a thread that sleeps on the bell outside the domain's room (a CQ read): arms, looks
     /// (`look`, which drives the progress it needs; Some ends the wait), and sleeps until a ring,
-    /// a kick, `until` or the bell's bound, then looks again.
+    /// a kick (signalled, then [`Self::kick_sleepers`]), `until` or the bell's bound, then looks
+    /// again.
     pub fn sleep_outside_room<T>(
         &self,
         kick: &EventFd,
         until: Option<Instant>,
         mut look: impl FnMut() -> Option<T>,
     ) -> Option<T> {
-        self.sleepers.lock().push(kick.as_raw_fd());
-        let found = loop {
+        loop {
             if !self.arm() {
                 if let Some(t) = look() {
                     break Some(t);
@@ -431,10 +487,7 @@ impl BellBlocker {
             if until.is_some_and(|u| Instant::now() >= u) {
                 break None;
             }
-        };
-        let fd = kick.as_raw_fd();
-        self.sleepers.lock().retain(|f| *f != fd);
-        found
+        }
     }
 
     /// The wake socket (for an FD counter's epoll set and the progress thread).
@@ -455,30 +508,55 @@ impl Blocker for BellBlocker {
         Token(0)
     }
 
-    /// Drains the socket, arms the word, then drives the progress of every bound counter's
-    /// endpoints (after the arming: see `engine::bell`), which counts into their counters and
-    /// wakes their waiters: false (look again before sleeping) when a ring came or the word was
-    /// not armed (first arming, or a peer disarmed it to ring).
+    /// Arms the word for a sleep in [`Blocker::block`] (see `arm_for`).
     fn arm(&self) -> bool {
-        let rang = self.drain();
-        let armed = bell::arm(self.armed());
-        self.pull_domain();
-        armed && !rang
+        self.arm_for(bell::FUTEX)
     }
 
+    /// Asleep in a futex on the armed word while it stays armed for it: a peer that rings
+    /// clears the word and wakes it (see `engine/futex.rs` for why not the socket), as does
+    /// [`Blocker::interrupt`] after it signals `kick`.
     fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
         let cap = Duration::from_nanos(self.cap_ns.load(SeqCst));
-        let left = until.map_or(cap, |u| {
-            u.saturating_duration_since(Instant::now()).min(cap)
-        });
         let t0 = Instant::now();
-        let (rung, kicked) = poll_which(self.socket.as_raw_fd(), kick.as_raw_fd(), Some(left));
+        let end = until.map_or(t0 + cap, |u| u.min(t0 + cap));
+        let left = end.saturating_duration_since(t0);
+        let (mut rung, mut kicked) = (false, false);
+        loop {
+            let word = self.armed().load(SeqCst);
+            if word & bell::FUTEX == 0 {
+                // A ring, or an interrupt (which clears the bit too).
+                rung = true;
+                break;
+            }
+            // An interrupt signals the kick before it clears the bit: one that came before
+            // this round armed the bit again shows only in the kick (a syscall, before a
+            // sleep only).
+            if poll_which(kick.as_raw_fd(), -1, Some(Duration::ZERO)).0 {
+                kicked = true;
+                break;
+            }
+            let now = Instant::now();
+            // SAFETY: the word of the page this blocker keeps mapped.
+            if now >= end || !unsafe { futex::wait(self.armed_word(), word, Some(end - now)) } {
+                break;
+            }
+        }
         self.adapt_pull(rung, t0.elapsed());
+        if rung {
+            self.leave_the_ringers_cpu();
+        }
         if !rung && !kicked && left == cap {
             // The bell's own bound ended this sleep (not a ring, an interrupt or the caller's
             // deadline): see `unrung_arrival`.
             self.unrung_wake.store(true, SeqCst);
         }
+    }
+
+    /// Signals `kick`, then clears the word's futex bit and wakes its sleepers (see `block`).
+    fn interrupt(&self, kick: &EventFd) {
+        kick.signal();
+        self.kick_sleepers();
     }
 
     /// A sleep here costs the peer a ring and this thread a wake; a peer in a ping-pong answers
@@ -886,8 +964,9 @@ impl PeerBell {
     #[inline]
     pub fn ring_if_armed(&self) {
         // SAFETY: mapped as long as self lives; only the atomic word is touched.
-        if bell::rings(unsafe { &(*self.page).armed }) {
-            self.ring();
+        let ways = bell::rings(unsafe { &(*self.page).armed });
+        if ways != 0 {
+            self.ring(ways);
         }
     }
 
@@ -895,13 +974,28 @@ impl PeerBell {
     #[inline]
     fn ring_if_armed_fenced(&self) {
         // SAFETY: mapped as long as self lives; only the atomic word is touched.
-        if bell::rings_after_fence(unsafe { &(*self.page).armed }) {
-            self.ring();
+        let ways = bell::rings_after_fence(unsafe { &(*self.page).armed });
+        if ways != 0 {
+            self.ring(ways);
         }
     }
 
+    /// Rings the `ways` this thread disarmed: one syscall each.
     #[cold]
-    fn ring(&self) {
+    fn ring(&self, ways: u32) {
+        if ways & bell::FUTEX != 0 {
+            // SAFETY: no arguments.
+            let cpu = unsafe { libc::sched_getcpu() };
+            // SAFETY: mapped as long as self lives; only its atomics are touched.
+            let page = unsafe { &*self.page };
+            // Where the woken thread should not stay (see `leave_the_ringers_cpu`).
+            page.ringer_cpu.store(cpu.wrapping_add(1) as u32, SeqCst);
+            // SAFETY: the peer's word, mapped as long as self lives.
+            unsafe { futex::wake_all(std::ptr::from_ref(&page.armed).cast()) };
+        }
+        if ways & bell::SOCKET == 0 {
+            return;
+        }
         let byte = [1u8];
         // Errors are ignored: EAGAIN means a wake is queued already; a peer that closed or
         // died has nobody to wake.

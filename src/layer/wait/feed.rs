@@ -395,7 +395,12 @@ impl Feed for CoreFeed {
             // Something pending in the core: the application reads (which pulls it) and
             // tries again, as libfabric's fd protocol has it.
             for _ in 0..3 {
-                if b.arm() {
+                // Over the doorbell the application sleeps in poll() on its socket.
+                let armed = match &self.blocker {
+                    CoreBlocker::Bell(bell) => bell.arm_socket(),
+                    _ => b.arm(),
+                };
+                if armed {
                     // Over the doorbell, the watcher watches too where it may drive the core:
                     // a peer that never rings (plain shm) cannot leave an fd asleep for ever;
                     // it re-checks as the bell's waits do (see `bell.rs`).

@@ -1,0 +1,42 @@
+//! Sleeping on a 32-bit word that other processes map too (`futex(2)`, shared, not
+//! `FUTEX_PRIVATE_FLAG`): the kernel keys such a futex by the page it lives in, so a process
+//! that maps the same memory wakes whoever sleeps on it.
+//!
+//! Why a futex where a socket would do (the doorbell's in-process sleepers, `bell.rs` in the
+//! layer): a datagram or a pipe write wakes its reader as a *synchronous* wake (the kernel's
+//! hint that the waker is about to sleep), and the scheduler then moves the woken thread onto
+//! the waker's CPU when the two CPUs share no cache (a VM's vCPUs often do not). A waker that
+//! goes on running (a ping-pong peer, yielding) then shares one CPU with the thread it woke until
+//! the load balancer parts them, milliseconds later. `FUTEX_WAKE` is a plain wake: the woken
+//! thread stays on its own idle CPU.
+
+use std::time::Duration;
+
+/// Sleeps while `*word == expected`, for at most `limit` (None: no limit); returns false when
+/// the limit ended the sleep, true otherwise (woken, the word changed before the sleep, or a
+/// signal: the caller looks again in every case).
+///
+/// # Safety
+/// `word` points at a live, aligned u32 (an atomic word of a mapping the caller keeps).
+pub unsafe fn wait(word: *const u32, expected: u32, limit: Option<Duration>) -> bool {
+    let ts = limit.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is live and aligned (the caller's contract); the kernel only reads it;
+    // tsp is NULL or a live timespec.
+    let r = unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAIT, expected, tsp) };
+    !(r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT))
+}
+
+/// Wakes every thread, of any process, asleep in [`wait`] on `word`.
+///
+/// # Safety
+/// As [`wait`].
+pub unsafe fn wake_all(word: *const u32) {
+    // SAFETY: the caller's contract; FUTEX_WAKE uses nothing but the word's address.
+    unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE, i32::MAX) };
+}
