@@ -260,12 +260,14 @@ def main():
         L.append("")
 
     if "pp" in modes:
-        L += ["## Pingpong with nobody armed (the send path)", "",
-              f"fi_rdm_pingpong and fi_rdm_cntr_pingpong (completion method spin: nobody sleeps), "
+        L += ["## Pingpongs: the send path, and waits that sleep", "",
+              f"fi_rdm_pingpong (its default completion method, spin: CQs without a wait object, "
+              "nobody arms; the doorbell's cost on the send path) and fi_rdm_cntr_pingpong (its "
+              "default, sread: counters with FI_WAIT_UNSPEC and fi_cntr_wait, which arm and sleep "
+              "whenever the peer is late, as in the handshake before the timed loop), "
               f"{meta['pp_iters']} iterations, median usec/xfer over {pp_reps} interleaved repetitions "
-              "(from fabtests' usec/xfer or its MB/sec, whichever printed more digits). The "
-              "doorbell's cost where nobody waits is the ratio to FI_RSCNTR_SHM_BELL=0 "
-              "(and to the base build).", ""]
+              "(from fabtests' usec/xfer or its MB/sec, whichever printed more digits), ratios to "
+              "FI_RSCNTR_SHM_BELL=0 and to the base build.", ""]
         hdr = "| program | size | " + " | ".join(f"{v} µs" for v in variants) + " |"
         sep = "|---|---:|" + "---:|" * len(variants)
         for c in cmp_:
@@ -357,7 +359,7 @@ def main():
             if rs:
                 worst = max(rs)
                 b = "**" if worst[0] > 1.05 else ""
-                G.append(f"- pingpongs with nobody armed (goal ≤ 1.05× of before): bell/{c} "
+                G.append(f"- pingpongs (goal ≤ 1.05× of before): bell/{c} "
                          + ", ".join(f"{r:.2f}×" for r, _, _ in rs)
                          + f" (fi_rdm_pingpong 8 B, 64 KiB, fi_rdm_cntr_pingpong 8 B, 64 KiB); the worst {b}{worst[0]:.2f}×{b}")
     if "over" in modes:

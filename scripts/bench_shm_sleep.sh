@@ -12,8 +12,9 @@
 #      socket, the yardstick of the goal "within one kernel wake"); then N threads waiting in one
 #      process (bench/growth.c -m waiters, each on its own counter and endpoint): their CPU over
 #      an idle window and the wake latency of one completion;
-# 3.   fi_rdm_pingpong and fi_rdm_cntr_pingpong, 8 B and 64 KiB, nobody armed (the send path):
-#      median usec/xfer, ratios bell/nobell (and bell/base, bell/shm);
+# 3.   fi_rdm_pingpong (spin: nobody armed, the send path) and fi_rdm_cntr_pingpong (its default
+#      sread: fi_cntr_wait, which arms and sleeps when the peer is late), 8 B and 64 KiB: median
+#      usec/xfer, ratios bell/nobell (and bell/base, bell/shm);
 # 4.   oversubscribed: 1, 2, 4, 8 pairs of fi_rdm_cntr_pingpong -c sread (8 B, counters with
 #      FI_WAIT_UNSPEC, fi_cntr_wait) at once on this machine's cores: aggregate messages per
 #      second (per pair 2 x iterations / its elapsed time, as fabtests prints it, summed).
@@ -157,7 +158,7 @@ has waiters && for rep in $(seq 1 "$REPS"); do
     done
 done
 
-# ---- 3: pingpongs with nobody armed ----------------------------------------------------------
+# ---- 3: pingpongs ----------------------------------------------------------------------------
 # Inside a pair's namespace: the server is ready once its shm region is in the (private, empty
 # until then) /dev/shm (not rscntr's doorbell, rscntr_bell_*); a client that fails takes its
 # server down with it.

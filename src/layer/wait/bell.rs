@@ -17,11 +17,14 @@
 //!   fatal signals shm cleans up on (SIGBUS, SIGSEGV, SIGTERM, SIGINT), and, after a SIGKILL,
 //!   by the next rscntr process that makes a bell (it removes files of dead pids of its own pid
 //!   namespace). The memfd and the socket vanish with the process.
-//! - **Arming** (a waiter about to sleep): drain the socket, arm the word, drive the core's
-//!   progress once more and re-check, then sleep on the socket (see [`Blocker::arm`] below).
+//! - **Arming** (a waiter about to sleep): drain the socket, set its way's bit in the word
+//!   (`engine::bell::FUTEX` for threads that sleep in [`Blocker::block`], a futex on the word;
+//!   `SOCKET` for threads in `poll()` on the socket), drive the core's progress once more and
+//!   re-check, then sleep (see [`Blocker::arm`] below, and `engine/futex.rs` for why a futex).
 //! - **Ringing** (`ring.rs`): an endpoint of a domain that waits gets data tables that, after
 //!   each operation the core accepted, look up the destination's page once (cached per
-//!   address) and then pay one fence and one load of its armed word; one `sendto` when armed.
+//!   address) and then pay one fence and one load of its armed word; when armed, one
+//!   `FUTEX_WAKE` and/or one `sendto`, for the ways armed.
 //!   After driving the core's progress for a waiter, rscntr rings the peers it has mapped that
 //!   are armed (a response to their operation may be what they wait for).
 //! - **Peers that do not ring.** A peer without a bell (plain shm, an rscntr process whose
@@ -58,6 +61,8 @@ const ACTIVE: Duration = Duration::from_micros(500);
 const IDLE: Duration = Duration::from_millis(5);
 /// The peers `ring_back` walks without a lock (the rest under it).
 const RING_LIST: usize = 64;
+/// A yield that takes longer ran another thread on this CPU (a yield alone takes about 1 µs).
+const SHARED_YIELD: Duration = Duration::from_micros(3);
 /// The longest sleep once a peer that does not ring has been seen.
 pub const FALLBACK_SLEEP: Duration = Duration::from_millis(1);
 
@@ -259,36 +264,17 @@ impl BellBlocker {
     /// goes on running (its own pull before it sleeps), and the two share a CPU, each
     /// yielding to the other, until the load balancer parts them, 8 to 30 ms later: a
     /// ping-pong over shm ran 4 times slower over that time (measured; pinned to two CPUs it
-    /// did not). So a thread that finds itself on its ringer's CPU leaves it: its affinity
-    /// without that CPU for one call, which moves it, then its own affinity again. A thread
-    /// bound to one CPU (as MPI launchers bind ranks) is never moved.
-    fn leave_the_ringers_cpu(&self) {
+    /// did not). So a thread woken on its ringer's CPU notes it, and leaves that CPU when it
+    /// next waits and is still there ([`leave_the_ringers_cpu`]): not at once, as the move
+    /// (through the kernel's stopper thread) takes about 150 µs here, which a wake that
+    /// returns to the application first does not pay.
+    fn note_the_ringers_cpu(&self) {
         // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
         let ringer = unsafe { &(*self.page).ringer_cpu }.swap(0, SeqCst);
         // SAFETY: no arguments.
         let here = unsafe { libc::sched_getcpu() };
-        if ringer == 0 || here < 0 || ringer - 1 != here as u32 {
-            return;
-        }
-        // SAFETY: an all-zero cpu_set_t is an empty set.
-        let mut mine: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: the calling thread's mask into a live cpu_set_t of that size.
-        if unsafe { libc::sched_getaffinity(0, size, &mut mine) } != 0
-            // SAFETY: a live set.
-            || unsafe { libc::CPU_COUNT(&mine) } < 2
-        {
-            return;
-        }
-        let mut elsewhere = mine;
-        // SAFETY: a live set; `here` is a CPU number the kernel gave.
-        unsafe { libc::CPU_CLR(here as usize, &mut elsewhere) };
-        // SAFETY: live sets of that size, for the calling thread only; its own mask is put
-        // back at once (the move has happened when the first call returns).
-        unsafe {
-            if libc::sched_setaffinity(0, size, &elsewhere) == 0 {
-                libc::sched_setaffinity(0, size, &mine);
-            }
+        if ringer != 0 && here >= 0 && ringer - 1 == here as u32 {
+            WOKEN_ON_RINGERS_CPU.set(here);
         }
     }
 
@@ -544,7 +530,7 @@ impl Blocker for BellBlocker {
         }
         self.adapt_pull(rung, t0.elapsed());
         if rung {
-            self.leave_the_ringers_cpu();
+            self.note_the_ringers_cpu();
         }
         if !rung && !kicked && left == cap {
             // The bell's own bound ended this sleep (not a ring, an interrupt or the caller's
@@ -562,6 +548,7 @@ impl Blocker for BellBlocker {
     /// A sleep here costs the peer a ring and this thread a wake; a peer in a ping-pong answers
     /// sooner: pull (yielding) that long first (see `adapt_pull`).
     fn pull_before_sleep(&self) -> Option<Duration> {
+        leave_the_ringers_cpu();
         Some(Duration::from_nanos(
             self.pull_ns.load(std::sync::atomic::Ordering::Relaxed),
         ))
@@ -577,6 +564,50 @@ impl Blocker for BellBlocker {
 
     fn max_sleep(&self) -> Option<Duration> {
         Some(Duration::from_nanos(self.cap_ns.load(SeqCst)))
+    }
+}
+
+thread_local! {
+    /// The CPU this thread was woken on by a ring from a peer running there (-1: none), see
+    /// `BellBlocker::note_the_ringers_cpu`.
+    static WOKEN_ON_RINGERS_CPU: std::cell::Cell<c_int> = const { std::cell::Cell::new(-1) };
+}
+
+/// At the start of a wait: a thread woken on its ringer's CPU that is still there, and shares it
+/// (a yield gives the CPU to another thread for longer than [`SHARED_YIELD`]: a peer that went
+/// to sleep after its ring leaves the CPU to this thread alone), moves off it, with its
+/// affinity without that CPU for one call, then its own again. A thread bound to one CPU (as
+/// MPI launchers bind ranks) is never moved.
+fn leave_the_ringers_cpu() {
+    let noted = WOKEN_ON_RINGERS_CPU.replace(-1);
+    // SAFETY: no arguments.
+    if noted < 0 || unsafe { libc::sched_getcpu() } != noted {
+        return;
+    }
+    let t0 = Instant::now();
+    std::thread::yield_now();
+    if t0.elapsed() < SHARED_YIELD {
+        return;
+    }
+    // SAFETY: an all-zero cpu_set_t is an empty set.
+    let mut mine: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: the calling thread's mask into a live cpu_set_t of that size.
+    if unsafe { libc::sched_getaffinity(0, size, &mut mine) } != 0
+        // SAFETY: a live set.
+        || unsafe { libc::CPU_COUNT(&mine) } < 2
+    {
+        return;
+    }
+    let mut elsewhere = mine;
+    // SAFETY: a live set; `noted` is a CPU number the kernel gave.
+    unsafe { libc::CPU_CLR(noted as usize, &mut elsewhere) };
+    // SAFETY: live sets of that size, for the calling thread only; its own mask is put back at
+    // once (the move has happened when the first call returns).
+    unsafe {
+        if libc::sched_setaffinity(0, size, &elsewhere) == 0 {
+            libc::sched_setaffinity(0, size, &mine);
+        }
     }
 }
 
