@@ -88,7 +88,7 @@ struct Page {
     /// The armed word, on a cache line of its own.
     armed: bell::AtomicU32,
     /// 1 + the CPU of the last peer that rang the futex way (0: none since the sleeper
-    /// looked): see `BellBlocker::leave_the_ringers_cpu`.
+    /// looked): see `BellBlocker::note_the_ringers_cpu`.
     ringer_cpu: bell::AtomicU32,
 }
 
@@ -545,6 +545,9 @@ impl Blocker for BellBlocker {
         self.kick_sleepers();
     }
 
+    /// At the start of a wait, first: a thread woken on its ringer's CPU leaves it if it is shared
+    /// ([`leave_the_ringers_cpu`]).
+    ///
     /// A sleep here costs the peer a ring and this thread a wake; a peer in a ping-pong answers
     /// sooner: pull (yielding) that long first (see `adapt_pull`).
     fn pull_before_sleep(&self) -> Option<Duration> {
