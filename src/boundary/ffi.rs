@@ -312,6 +312,36 @@ pub unsafe fn copy_table<T: Copy + Default>(orig: *const T) -> T {
     unsafe { orig.as_ref() }.copied().unwrap_or_default()
 }
 
+/// A copy of an endpoint's data tables (message, tagged, RMA, atomic) that rscntr points the
+/// endpoint at with [`point_data_tables`].
+pub struct DataTables {
+    pub msg: *mut ofi::fi_ops_msg,
+    pub tagged: *mut ofi::fi_ops_tagged,
+    pub rma: *mut ofi::fi_ops_rma,
+    pub atomic: *mut ofi::fi_ops_atomic,
+}
+
+/// Points the data tables `ep` has at `ours` (a table it lacks stays NULL).
+///
+/// # Safety
+/// `ep` is an open endpoint nobody else uses yet; `ours` outlive its use of them.
+pub unsafe fn point_data_tables(ep: *mut ofi::fid_ep, ours: DataTables) {
+    // SAFETY: caller's contract.
+    let e = unsafe { &mut *ep };
+    if !e.msg.is_null() {
+        e.msg = ours.msg;
+    }
+    if !e.tagged.is_null() {
+        e.tagged = ours.tagged;
+    }
+    if !e.rma.is_null() {
+        e.rma = ours.rma;
+    }
+    if !e.atomic.is_null() {
+        e.atomic = ours.atomic;
+    }
+}
+
 /// Replaces entries of a copied ops table with rscntr's, only where the table has the op: a
 /// missing one stays missing.
 macro_rules! ours_where_the_core_has {

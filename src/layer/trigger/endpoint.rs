@@ -14,7 +14,9 @@
 use super::cq_filter::CqFilter;
 use super::deferred::Target;
 use super::op::{CoreOps, Fetch, Op, post};
-use crate::boundary::ffi::{copy_table, err, ours_where_the_core_has};
+use crate::boundary::ffi::{
+    DataTables, copy_table, err, ours_where_the_core_has, point_data_tables,
+};
 use crate::cntr::{self, AnyCntr};
 use crate::engine::{Holds, Started, Tag, Work};
 use crate::layer::hooks::{BindHook, CntrBind, Step};
@@ -111,18 +113,15 @@ impl TriggerEp {
                 t.atomic.compwritemsg => compare_atomicmsg,
             );
             let t = Box::into_raw(t);
-            if !core.msg.is_null() {
-                e.msg = &mut (*t).msg;
-            }
-            if !core.tagged.is_null() {
-                e.tagged = &mut (*t).tagged;
-            }
-            if !core.rma.is_null() {
-                e.rma = &mut (*t).rma;
-            }
-            if !core.atomic.is_null() {
-                e.atomic = &mut (*t).atomic;
-            }
+            point_data_tables(
+                ep,
+                DataTables {
+                    msg: &mut (*t).msg,
+                    tagged: &mut (*t).tagged,
+                    rma: &mut (*t).rma,
+                    atomic: &mut (*t).atomic,
+                },
+            );
             t
         }
     }

@@ -10,7 +10,7 @@
 //! Endpoints of domains that never wait keep their tables and pay nothing.
 
 use super::bell::{BellBlocker, Looked, PeerTable};
-use crate::boundary::ffi::{copy_table, ours_where_the_core_has};
+use crate::boundary::ffi::{DataTables, copy_table, ours_where_the_core_has, point_data_tables};
 use crate::ofi;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -49,10 +49,11 @@ impl RingEp {
         bell: Arc<BellBlocker>,
     ) -> *mut RingEp {
         // SAFETY: caller's contract.
-        let rec = Box::into_raw(unsafe { RingEp::over(ep, av, bell, 0) });
-        install::<false>(rec);
+        let mut rec = unsafe { RingEp::over(ep, av, bell, 0) };
+        install::<false>(&mut rec);
+        let rec = Box::into_raw(rec);
         // SAFETY: caller's contract; the record lives until freed after the endpoint closed.
-        unsafe { point_at(ep, rec) };
+        unsafe { point_data_tables(ep, RingEp::tables(rec)) };
         rec
     }
 
@@ -66,17 +67,33 @@ impl RingEp {
     /// `ep` is an open core endpoint nobody else uses yet.
     pub unsafe fn patch_below(ep: *mut ofi::fid_ep, bell: Arc<BellBlocker>) -> Option<*mut RingEp> {
         // SAFETY: caller's contract.
-        let rec =
-            Box::into_raw(unsafe { RingEp::over(ep, std::ptr::null_mut(), bell, ep as usize) });
-        install::<true>(rec);
+        let mut rec = unsafe { RingEp::over(ep, std::ptr::null_mut(), bell, ep as usize) };
+        install::<true>(&mut rec);
+        let rec = Box::into_raw(rec);
         if !register(ep as usize, rec) {
             // SAFETY: just made, never handed out.
             drop(unsafe { Box::from_raw(rec) });
             return None;
         }
         // SAFETY: caller's contract; the record lives until freed after the endpoint closed.
-        unsafe { point_at(ep, rec) };
+        unsafe { point_data_tables(ep, RingEp::tables(rec)) };
         Some(rec)
+    }
+
+    /// The record's tables, for the endpoint to point at.
+    ///
+    /// # Safety
+    /// `rec` is a live record.
+    unsafe fn tables(rec: *mut RingEp) -> DataTables {
+        // SAFETY: addresses of fields of a live record (caller's contract), nothing read.
+        unsafe {
+            DataTables {
+                msg: &raw mut (*rec).msg,
+                tagged: &raw mut (*rec).tagged,
+                rma: &raw mut (*rec).rma,
+                atomic: &raw mut (*rec).atomic,
+            }
+        }
     }
 
     /// A record whose tables, and the tables they call, are copies of `ep`'s.
@@ -180,9 +197,7 @@ impl RingEp {
 
 /// Puts the ringing entries (finding their record by table pointer, or by registry when
 /// `BELOW`) where the tables have the op.
-fn install<const BELOW: bool>(rec: *mut RingEp) {
-    // SAFETY: a record just made, not handed out yet.
-    let rec = unsafe { &mut *rec };
+fn install<const BELOW: bool>(rec: &mut RingEp) {
     ours_where_the_core_has!(
         rec.msg.send => m_send::<BELOW>, rec.msg.sendv => m_sendv::<BELOW>,
         rec.msg.sendmsg => m_sendmsg::<BELOW>, rec.msg.inject => m_inject::<BELOW>,
@@ -273,29 +288,6 @@ fn unregister(ep: usize, rec: *mut RingEp) {
                 return;
             }
             _ => {}
-        }
-    }
-}
-
-/// Points the endpoint's tables (those it has) at the record's.
-///
-/// # Safety
-/// `ep` is an open endpoint nobody else uses yet; `rec` outlives its use of the tables.
-unsafe fn point_at(ep: *mut ofi::fid_ep, rec: *mut RingEp) {
-    // SAFETY: caller's contract.
-    unsafe {
-        let e = &mut *ep;
-        if !e.msg.is_null() {
-            e.msg = &mut (*rec).msg;
-        }
-        if !e.tagged.is_null() {
-            e.tagged = &mut (*rec).tagged;
-        }
-        if !e.rma.is_null() {
-            e.rma = &mut (*rec).rma;
-        }
-        if !e.atomic.is_null() {
-            e.atomic = &mut (*rec).atomic;
         }
     }
 }
