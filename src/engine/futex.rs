@@ -2,13 +2,14 @@
 //! `FUTEX_PRIVATE_FLAG`): the kernel keys such a futex by the page it lives in, so a process
 //! that maps the same memory wakes whoever sleeps on it.
 //!
-//! Why a futex where a socket would do (the doorbell's in-process sleepers, `bell.rs` in the
-//! layer): a datagram or a pipe write wakes its reader as a *synchronous* wake (the kernel's
-//! hint that the waker is about to sleep), and the scheduler then moves the woken thread onto
-//! the waker's CPU when the two CPUs share no cache (a VM's vCPUs often do not). A waker that
-//! goes on running (a ping-pong peer, yielding) then shares one CPU with the thread it woke until
-//! the load balancer parts them, milliseconds later. `FUTEX_WAKE` is a plain wake: the woken
-//! thread stays on its own idle CPU.
+//! Why a futex where a socket would do (the doorbell's sleepers that need no fd, `bell.rs` in
+//! the layer): a datagram or a pipe write wakes its reader as a *synchronous* wake (the kernel's
+//! hint that the waker is about to sleep), which makes the scheduler prefer the waker's CPU for
+//! the woken thread. A waker that goes on running (a ping-pong peer, yielding) then shares one
+//! CPU with the thread it woke until the load balancer parts them, milliseconds later.
+//! `FUTEX_WAKE` is a plain wake; the kernel may still keep the woken thread on its waker's CPU
+//! (when that was its last CPU and the cache domain looks busy), which the doorbell undoes
+//! itself (`leave_the_ringers_cpu` in `bell.rs`).
 
 use std::time::Duration;
 

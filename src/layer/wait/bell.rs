@@ -92,6 +92,14 @@ struct Page {
     ringer_cpu: bell::AtomicU32,
 }
 
+impl Page {
+    /// The armed word as the kernel's futex calls take it (an AtomicU32 has the layout of a
+    /// u32).
+    fn armed_word(&self) -> *const u32 {
+        std::ptr::from_ref(&self.armed).cast()
+    }
+}
+
 /// What a bell's name file holds.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -236,9 +244,8 @@ impl BellBlocker {
 
     /// The armed word as the kernel's futex calls take it.
     fn armed_word(&self) -> *const u32 {
-        // SAFETY: the page is mapped as long as the blocker lives; an AtomicU32 has the layout
-        // of a u32.
-        unsafe { std::ptr::addr_of!((*self.page).armed).cast() }
+        // SAFETY: the page is mapped as long as the blocker lives.
+        unsafe { &*self.page }.armed_word()
     }
 
     /// Arms the word for `way` after draining the socket, then drives the progress of every
@@ -1025,7 +1032,7 @@ impl PeerBell {
             // Where the woken thread should not stay (see `leave_the_ringers_cpu`).
             page.ringer_cpu.store(cpu.wrapping_add(1) as u32, SeqCst);
             // SAFETY: the peer's word, mapped as long as self lives.
-            unsafe { futex::wake_all(std::ptr::from_ref(&page.armed).cast()) };
+            unsafe { futex::wake_all(page.armed_word()) };
         }
         if ways & bell::SOCKET == 0 {
             return;
