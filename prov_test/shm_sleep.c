@@ -22,6 +22,12 @@
  * |           | (the initiator's sleep): every wait 0, counts and data exact                  |
  * | fd        | an FI_WAIT_FD counter: FI_GETWAIT, fi_trywait, poll() (10 s) while P sends    |
  * |           | after 200 ms: poll readable, count 1; polling thread and process CPU < 10 %   |
+ * | cqfd      | an FI_WAIT_FD CQ in an FI_THREAD_DOMAIN domain (fabtests' `-c fd`), where     |
+ * |           | only the application's thread may drive the core: W loops fi_cq_read /        |
+ * |           | fi_trywait / poll() (10 s) while P sends after 200 ms: one completion, data   |
+ * |           | in place; then the same with an FI_WAIT_FD counter of that domain (the fd    |
+ * |           | part's loop): count 2. With the doorbell the last poll()s readable and the    |
+ * |           | CPU < 10 % (off: trywait may answer -FI_EAGAIN throughout; the loops read)    |
  * | many      | 8 threads on one counter (thresholds 1..8), P sends 8 spaced 50 ms: all       |
  * |           | return 0; then one waiter on one counter bound to W's 8 endpoints, P sends to |
  * |           | each in turn (100 ms after W armed): each wait returns 0 with the count       |
@@ -155,6 +161,7 @@ static struct {
 	int n;
 	struct fid_cntr *rx, *tx, *wr, *rd, *rw, *rr;
 	enum fi_wait_obj wobj;
+	int cqfd; /* the CQ FI_WAIT_FD, the domain FI_THREAD_DOMAIN */
 	struct fid_mr *mr;
 	void *desc;
 	fi_addr_t peer[MAX_EPS];
@@ -282,7 +289,7 @@ static int setup(int n, enum fi_wait_obj wobj, int rma)
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG | (rma ? FI_RMA | FI_ATOMIC | FI_RMA_EVENT : 0);
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->domain_attr->threading = S.cqfd ? FI_THREAD_DOMAIN : FI_THREAD_SAFE;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | (rma ? FI_MR_RMA_EVENT : 0);
 	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &S.info);
@@ -295,7 +302,8 @@ static int setup(int n, enum fi_wait_obj wobj, int rma)
 	S.wobj = wobj;
 	S.rma = rma;
 	struct fi_av_attr ava = { .type = FI_AV_TABLE, .count = 16 };
-	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_CONTEXT, .size = 64 };
+	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_CONTEXT, .size = 64,
+				  .wait_obj = S.cqfd ? FI_WAIT_FD : FI_WAIT_NONE };
 	CHECK_RET(fi_fabric(S.info->fabric_attr, &S.fabric, NULL), 0);
 	if (!S.fabric)
 		return -1;
@@ -320,7 +328,9 @@ static int setup(int n, enum fi_wait_obj wobj, int rma)
 		if (!S.ep[i])
 			return -1;
 		CHECK_RET(fi_ep_bind(S.ep[i], &S.av->fid, 0), 0);
-		CHECK_RET(fi_ep_bind(S.ep[i], &S.cq->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION), 0);
+		CHECK_RET(fi_ep_bind(S.ep[i], &S.cq->fid,
+				     FI_TRANSMIT | FI_RECV | (S.cqfd ? 0 : FI_SELECTIVE_COMPLETION)),
+			  0);
 		CHECK_RET(fi_ep_bind(S.ep[i], &S.rx->fid, FI_RECV), 0);
 		if (i == 0) {
 			CHECK_RET(fi_ep_bind(S.ep[i], &S.tx->fid, FI_SEND), 0);
@@ -464,6 +474,51 @@ static void cmd_wait(const char *tag, struct fid_cntr *c, uint64_t thr, int time
 	    (long long) wall, (long long) proc, met, w[0].readable);
 }
 
+/* cqwait <tag> <timeout ms>: this (the only) thread reads the CQ, and between reads arms its
+ * fd with fi_trywait and polls it, until one completion or the timeout; "armed <tag> <bells>..."
+ * as it starts, then "woke <tag> <ret> <entries> <cpu ns> <wall ns> <process cpu ns> <entries>
+ * <readable>" (as cmd_wait's, one waiter). */
+static void cmd_cqwait(const char *tag, int timeout)
+{
+	int64_t p0 = ns_of(CLOCK_PROCESS_CPUTIME_ID), c0 = ns_of(CLOCK_THREAD_CPUTIME_ID),
+		t0 = ns_of(CLOCK_MONOTONIC);
+	char bells[LINE];
+	int nb = own_bells(bells, sizeof(bells));
+	say("armed %s %d%s", tag, nb, bells);
+	int fd = -1, readable = 0, got = 0;
+	int ret = fi_control(&S.cq->fid, FI_GETWAIT, &fd);
+	double start = now_ms();
+	while (!ret && !got) {
+		struct fi_cq_entry e;
+		ssize_t r = fi_cq_read(S.cq, &e, 1);
+		if (r == 1) {
+			got = 1;
+			break;
+		}
+		if (r != -FI_EAGAIN) {
+			ret = (int) r;
+			break;
+		}
+		double left = timeout - (now_ms() - start);
+		if (left <= 0) {
+			ret = -FI_ETIMEDOUT;
+			break;
+		}
+		struct fid *f = &S.cq->fid;
+		int tw = fi_trywait(S.fabric, &f, 1);
+		if (tw == 0) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			int pr = poll(&p, 1, (int) left + 1);
+			readable = pr > 0 && (p.revents & POLLIN);
+		} else if (tw != -FI_EAGAIN) {
+			ret = tw;
+		}
+	}
+	long long cpu = ns_of(CLOCK_THREAD_CPUTIME_ID) - c0, wall = ns_of(CLOCK_MONOTONIC) - t0,
+		  proc = ns_of(CLOCK_PROCESS_CPUTIME_ID) - p0;
+	say("woke %s %d %d %lld %lld %lld %d %d", tag, ret, got, cpu, wall, proc, got, readable);
+}
+
 /* op <send|write|read|atomic> <peer> <delay ms> <byte or operand>: the op toward the peer's
  * endpoint, then a wait (10 s) on this endpoint's own counter for it; "done <kind> <ret>
  * <count> <cpu ns> <data ok>". */
@@ -540,6 +595,8 @@ static void command(char *line)
 		say("ok");
 	} else if (sscanf(line, "wait %63s %63s %ld %ld %ld", a, b, &x, &y, &z) == 5) {
 		cmd_wait(a, cntr_named(b), (uint64_t) x, (int) y, (int) z);
+	} else if (sscanf(line, "cqwait %63s %ld", a, &x) == 2) {
+		cmd_cqwait(a, (int) x);
 	} else if (sscanf(line, "op %63s %ld %ld %ld", a, &x, &y, &z) == 4) {
 		cmd_op(a, (int) x, (int) y, (unsigned) z);
 	} else if (sscanf(line, "burst %ld %ld %ld", &x, &y, &z) == 3) {
@@ -577,7 +634,7 @@ static void command(char *line)
 	}
 }
 
-/* argv: self child <provider> <endpoints> <unspec|fd> <rma 0|1> */
+/* argv: self child <provider> <endpoints> <unspec|fd|cqfd> <rma 0|1> */
 static int child_main(int argc, char **argv)
 {
 	if (argc < 6)
@@ -586,7 +643,8 @@ static int child_main(int argc, char **argv)
 	prov = argv[2];
 	list_shm(&start_bells, bell_prefix);
 	int n = atoi(argv[3]);
-	enum fi_wait_obj wobj = !strcmp(argv[4], "fd") ? FI_WAIT_FD : FI_WAIT_UNSPEC;
+	S.cqfd = !strcmp(argv[4], "cqfd");
+	enum fi_wait_obj wobj = !strcmp(argv[4], "fd") || S.cqfd ? FI_WAIT_FD : FI_WAIT_UNSPEC;
 	if (n < 1 || n > MAX_EPS || setup(n, wobj, atoi(argv[5]))) {
 		say("fail setup");
 		teardown();
@@ -1078,6 +1136,42 @@ static void part_fd(void)
 	finish_kid(&W);
 }
 
+/* An FD CQ in a domain whose core only the application's thread may drive (what fabtests'
+ * `-c fd` asks): over the doorbell its fd is woken by P's ring. */
+static void part_cqfd(void)
+{
+	struct kid P, W;
+	struct woke w;
+	char line[LINE], done[LINE];
+	if (start_pair(&P, &W, prov, NULL, 1, "cqfd", 0, NULL))
+		return;
+	tell(&W, "recv 0 %d", RECV_OFF);
+	expect(&W, "ok", line, sizeof(line), 10000);
+	if (!round_trip(&W, "cqwait cq 10000", &P, "op send 0 200 53", &w, done, sizeof(done))) {
+		CHECK(w.ret == 0 && w.value == 1, "cqfd: read/trywait/poll loop ended with %d, %" PRIu64 " entries",
+		      w.ret, w.value);
+		CHECK(w.readable || bell_off, "cqfd: the last poll() did not return the fd readable");
+		cpu_check("cqfd", "W's only thread", w.cpu, w.wall);
+		expect_data(&W, "cqfd", RECV_OFF, MSG, 53);
+		CHECK(!strncmp(done, "done send 0 1 ", 14), "cqfd: P's send: '%s'", done);
+		printf("cqfd: CQ: poll %s, %" PRIu64 " entry; P: %s\n", w.readable ? "readable" : "not readable",
+		       w.value, done);
+	}
+	tell(&W, "recv 0 %d", RECV_OFF + MSG);
+	expect(&W, "ok", line, sizeof(line), 10000);
+	if (!round_trip(&W, "wait fdcntr rx 2 10000 1", &P, "op send 0 200 54", &w, done, sizeof(done))) {
+		CHECK(w.ret == 0 && w.value == 2, "cqfd: the FD counter's trywait/poll loop ended with %d, count %" PRIu64,
+		      w.ret, w.value);
+		CHECK(w.readable || bell_off, "cqfd: the counter's last poll() did not return the fd readable");
+		cpu_check("cqfd", "W's polling thread", w.cpu, w.wall);
+		expect_data(&W, "cqfd", RECV_OFF + MSG, MSG, 54);
+		printf("cqfd: FD counter: poll %s, count %" PRIu64 "; P: %s\n", w.readable ? "readable" : "not readable",
+		       w.value, done);
+	}
+	finish_kid(&P);
+	finish_kid(&W);
+}
+
 /* ---- 4. many ------------------------------------------------------------------------------- */
 static void part_many(void)
 {
@@ -1504,7 +1598,7 @@ static const struct {
 	const char *name;
 	void (*run)(void);
 } parts[] = {
-	{ "idle", part_idle },     { "ops", part_ops },	      { "fd", part_fd },
+	{ "idle", part_idle },     { "ops", part_ops },	      { "fd", part_fd },  { "cqfd", part_cqfd },
 	{ "many", part_many },     { "plain", part_plain },   { "killed", part_killed },
 	{ "garbage", part_garbage }, { "leftovers", part_leftovers },
 };
@@ -1549,7 +1643,7 @@ int main(int argc, char **argv)
 			if (!strcmp(names[a], parts[i].name))
 				want[i] = found = 1;
 		if (!found) {
-			fprintf(stderr, "usage: %s [idle|ops|fd|many|plain|killed|garbage|leftovers]...\n", argv[0]);
+			fprintf(stderr, "usage: %s [idle|ops|fd|cqfd|many|plain|killed|garbage|leftovers]...\n", argv[0]);
 			return 2;
 		}
 	}

@@ -5,11 +5,16 @@
 //! and an FD CQ gets an eventfd that the engine's fd watcher makes readable as soon as the
 //! core CQ has an entry, after `fi_trywait` armed it (yielding between polls, as shm's waits
 //! do, only while armed). Reads, writes and everything else stay the core's own.
+//!
+//! Over shm's doorbell (`wait/bell.rs`) an FD CQ hands out an epoll set holding its eventfd and
+//! the doorbell's socket, and `fi_trywait` arms the socket: a peer's ring makes the fd readable
+//! whoever drives the core, as an FD counter's does. (The watcher alone could not: it may drive
+//! the core only in `FI_THREAD_SAFE` domains, and fabtests' `-c fd` asks `FI_THREAD_DOMAIN`.)
 
 use super::home::CoreHome;
 use super::interpose::close_through_core;
 use super::wait::bell::BellBlocker;
-use super::wait::{CqOpenFn, Plan};
+use super::wait::{CqOpenFn, Plan, epoll_add_shared, epoll_set};
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook::{self, Op};
 use crate::engine::watcher::{self, Watched};
@@ -18,7 +23,7 @@ use crate::{fi_info, fi_warn, ofi};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -37,6 +42,9 @@ pub struct LayeredCq {
     home: *const CoreHome,
     wait_obj: ofi::fi_wait_obj,
     fd: Option<EventFd>,
+    /// Over the doorbell, the FD CQ's wait fd: an epoll set holding `fd` and the doorbell's
+    /// socket.
+    fd_set: Option<OwnedFd>,
     signaled: AtomicBool,
     /// Over shm, the domain's doorbell (`wait/bell.rs`): waits sleep on it instead of yielding.
     bell: Option<std::sync::Arc<BellBlocker>>,
@@ -93,6 +101,16 @@ pub unsafe fn open(
     } else {
         None
     };
+    let fd_set = match (&fd, &bell) {
+        (Some(fd), Some(bell)) => match bell_fd_set(fd, bell) {
+            Ok(set) => Some(set),
+            Err(e) => {
+                fi_warn!(Domain, "cannot make the epoll set of an FI_WAIT_FD CQ: {e}");
+                return -e.raw_os_error().unwrap_or(ofi::FI_ENOMEM as c_int);
+            }
+        },
+        _ => None,
+    };
     let mut plain = *a;
     plain.wait_obj = ofi::fi_wait_obj_FI_WAIT_NONE;
     plain.wait_cond = ofi::fi_cq_wait_cond_FI_CQ_COND_NONE;
@@ -120,6 +138,7 @@ pub unsafe fn open(
             home,
             wait_obj: wanted,
             fd,
+            fd_set,
             signaled: AtomicBool::new(false),
             bell,
             sleeping: std::sync::Mutex::new(Vec::new()),
@@ -191,13 +210,57 @@ pub unsafe fn trywait(fid: *mut ofi::fid) -> c_int {
     if l.has_entry() {
         return err::EAGAIN;
     }
+    if l.fd_set.is_some()
+        && let Some(bell) = &l.bell
+        && !arm_bell(l, bell)
+    {
+        return err::EAGAIN;
+    }
     // SAFETY: the home outlives its CQs.
     let home = unsafe { &*l.home };
     if home.watcher_may_progress {
         // SAFETY: cq_close unwatches before the CQ is freed.
         unsafe { watcher::watch(l.key(), watcher::target_of(l)) };
+    } else if l.fd_set.is_none() {
+        // Nothing but the application's own reads drives the core here (a domain not
+        // FI_THREAD_SAFE, no doorbell): an fd it polled would never become readable. It reads
+        // and tries again instead, as libfabric's fd protocol allows.
+        if !SAID_READS_INSTEAD.swap(true, Ordering::Relaxed) {
+            fi_info!(
+                Domain,
+                "fi_trywait on an FD CQ answers -FI_EAGAIN: in a domain not FI_THREAD_SAFE over a core without a wait fd, only the application's reads progress it"
+            );
+        }
+        return err::EAGAIN;
     }
     0
+}
+
+/// Whether the log has said why [`trywait`] answers -FI_EAGAIN where nothing could wake a poll.
+static SAID_READS_INSTEAD: AtomicBool = AtomicBool::new(false);
+
+/// Arms the doorbell's socket for a thread about to `poll()` the CQ's epoll set, looking at the
+/// CQ again after each arming (a completion that landed before it rang nobody): false when the
+/// CQ has an entry or a ring keeps coming, and the application reads and tries again.
+fn arm_bell(l: &LayeredCq, bell: &BellBlocker) -> bool {
+    for _ in 0..3 {
+        let armed = bell.arm_socket();
+        if l.has_entry() {
+            return false;
+        }
+        if armed {
+            return true;
+        }
+    }
+    false
+}
+
+/// The wait fd of an FD CQ over the doorbell: its eventfd (signals, the watcher) and the
+/// doorbell's socket, which several sets may hold (`EPOLLEXCLUSIVE`: one ring wakes one poller).
+fn bell_fd_set(fd: &EventFd, bell: &BellBlocker) -> std::io::Result<OwnedFd> {
+    let set = epoll_set(fd.as_raw_fd())?;
+    epoll_add_shared(set.as_raw_fd(), bell.socket_fd())?;
+    Ok(set)
 }
 
 // SAFETY: the raw pointers are set at open and never change (the core's CQ and tables, the
@@ -258,9 +321,10 @@ unsafe extern "C" fn cq_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_
         let l = unsafe { LayeredCq::of(fid) };
         // SAFETY (both arms): arg NULL or the documented out pointer.
         match command as u32 {
-            ofi::FI_GETWAIT => match &l.fd {
-                Some(fd) => ffi::status(unsafe { ffi::write_out(arg.cast::<c_int>(), fd.as_raw_fd(), "wait") }),
-                None => err::ENODATA,
+            ofi::FI_GETWAIT => match (&l.fd_set, &l.fd) {
+                (Some(set), _) => ffi::status(unsafe { ffi::write_out(arg.cast::<c_int>(), set.as_raw_fd(), "wait") }),
+                (None, Some(fd)) => ffi::status(unsafe { ffi::write_out(arg.cast::<c_int>(), fd.as_raw_fd(), "wait") }),
+                (None, None) => err::ENODATA,
             },
             ofi::FI_GETWAITOBJ => ffi::status(unsafe { ffi::write_out(arg.cast(), l.wait_obj, "wait object") }),
             // SAFETY: the core's own control.

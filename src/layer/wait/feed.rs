@@ -386,7 +386,8 @@ impl Feed for CoreFeed {
     }
 
     /// The core's fd is in the counter's epoll set, so arming the core is enough; otherwise
-    /// the watcher sleeps on the core's behalf, where it may drive the core's progress.
+    /// the watcher sleeps on the core's behalf, where it may drive the core's progress, and
+    /// where it may not, the application is told to read (-FI_EAGAIN).
     fn arm(&self, tally: &dyn Tally) -> Armed {
         if self.fd_exported {
             let Some(b) = self.blocker.blocker() else {
@@ -418,7 +419,9 @@ impl Feed for CoreFeed {
             CoreBlocker::Cntr(_) => true,
             _ => self.watcher_may_progress,
         };
-        if relay { Armed::Relay } else { Armed::Ready }
+        // Otherwise nothing would make the fd readable but the application's own reads (a
+        // domain not FI_THREAD_SAFE over a core without a wait fd): it reads and tries again.
+        if relay { Armed::Relay } else { Armed::Pending }
     }
 
     fn bound(&self, enabled: bool, late: bool) {
