@@ -18,6 +18,10 @@
 //!   commands stay usable), `domain` (opening a domain, rscntr's own or layered), `bind`
 //!   (binding an rscntr counter to a core endpoint or MR).
 //!
+//! - `FI_RSCNTR_TEST_STUCK_FD=1`: where rscntr's waiters would sleep on a core wait fd (tcp's
+//!   progress fd, a core wait set's fd) they poll an eventfd signalled once and never drained
+//!   instead: a core whose fd stays readable whatever its progress does.
+//!
 //! An unknown op name is reported with a warning and ignored. Nothing on a counter's data path
 //! (read, add, wait) consults these hooks.
 
@@ -134,6 +138,13 @@ pub fn post_again() -> Option<c_int> {
     })
     .ok()
     .map(|_| -(ofi::FI_EAGAIN as c_int))
+}
+
+/// True when `FI_RSCNTR_TEST_STUCK_FD=1`: core wait fds are made to stay readable (see the
+/// module's list).
+pub fn stuck_fd() -> bool {
+    static STUCK: OnceLock<bool> = OnceLock::new();
+    *STUCK.get_or_init(|| std::env::var("FI_RSCNTR_TEST_STUCK_FD").is_ok_and(|v| v.trim() == "1"))
 }
 
 /// Panics when `FI_RSCNTR_TEST_PANIC` names `op`.

@@ -16,6 +16,7 @@
 
 use super::bell::BellBlocker;
 use crate::boundary::ffi::{self, err};
+use crate::boundary::testhook;
 use crate::engine::{Blocker, EventFd, Room, Token, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
@@ -194,6 +195,12 @@ pub struct FdBlocker {
     /// The domain's room: the waiters of every counter that sleeps on a blocker of this domain
     /// meet there, and one of them sleeps for all (see `engine::Room`).
     room: std::sync::Arc<Room>,
+    /// What rscntr's own sleepers poll: `fd`, or under `FI_RSCNTR_TEST_STUCK_FD`
+    /// (`boundary/testhook.rs`) an eventfd signalled once and never drained (`_stuck`): a
+    /// core fd that stays readable. (Not an epoll set holding both: one set more passes
+    /// Linux's epoll nesting limit over rxm.) An FD counter's set holds `fd` itself.
+    sleep_fd: RawFd,
+    _stuck: Option<EventFd>,
 }
 
 // SAFETY: the core objects are only used through the core's calls, which are thread safe for
@@ -280,10 +287,35 @@ impl FdBlocker {
             close_fid(fid, what);
             return Err(e);
         }
+        let stuck = if testhook::stuck_fd() {
+            match EventFd::new() {
+                Ok(always) => {
+                    always.signal();
+                    if !SAID_STUCK.swap(true, SeqCst) {
+                        fi_warn!(
+                            Cntr,
+                            "FI_RSCNTR_TEST_STUCK_FD: waits poll an fd that stays readable instead of the core's {what}"
+                        );
+                    }
+                    Some(always)
+                }
+                Err(e) => {
+                    fi_warn!(
+                        Cntr,
+                        "FI_RSCNTR_TEST_STUCK_FD: cannot make the eventfd: {e}"
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(FdBlocker {
             core,
             fid,
             fd,
+            sleep_fd: stuck.as_ref().map_or(fd, |always| always.as_raw_fd()),
+            _stuck: stuck,
             cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
             warned: AtomicBool::new(false),
             no_trywait: AtomicBool::new(false),
@@ -329,6 +361,9 @@ impl Drop for FdBlocker {
         close_fid(self.fid, "wait object");
     }
 }
+
+/// Whether the log has said that `FI_RSCNTR_TEST_STUCK_FD` is in force.
+static SAID_STUCK: AtomicBool = AtomicBool::new(false);
 
 /// Opens a wait set on the core fabric.
 fn open_wait_set(
@@ -393,7 +428,7 @@ impl Blocker for FdBlocker {
 
     fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
         let limit = sleep_for(until, self.cap_ns.load(SeqCst));
-        sleep_until_readable(self.fd, kick.as_raw_fd(), limit);
+        sleep_until_readable(self.sleep_fd, kick.as_raw_fd(), limit);
     }
 
     fn room(&self) -> Option<&Room> {
@@ -401,7 +436,7 @@ impl Blocker for FdBlocker {
     }
 
     fn fd(&self) -> Option<RawFd> {
-        Some(self.fd)
+        Some(self.sleep_fd)
     }
 
     fn max_sleep(&self) -> Option<Duration> {
