@@ -267,7 +267,11 @@ def main():
               "whenever the peer is late, as in the handshake before the timed loop), "
               f"{meta['pp_iters']} iterations, median usec/xfer over {pp_reps} interleaved repetitions "
               "(from fabtests' usec/xfer or its MB/sec, whichever printed more digits), ratios to "
-              "FI_RSCNTR_SHM_BELL=0 and to the base build.", ""]
+              "FI_RSCNTR_SHM_BELL=0 and to the base build. Enough iterations that the timed "
+              "loop outlasts a start-up transient: two processes placed on one CPU at the start "
+              "share it, yielding to each other, until the kernel's load balancer parts them "
+              "(8 to 30 ms, measured with `perf sched`); in a 5000-iteration run of 8 B (about "
+              "3 ms) that transient, not the send path, decided the figure.", ""]
         hdr = "| program | size | " + " | ".join(f"{v} µs" for v in variants) + " |"
         sep = "|---|---:|" + "---:|" * len(variants)
         for c in cmp_:

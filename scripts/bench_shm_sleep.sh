@@ -29,7 +29,10 @@
 #       pingpongs (7)
 #   -n  idle-wake samples per run (default 300), -I the peer's idle time per sample (20 ms)
 #   -w  waiter counts of the many-waiters part (default "8 32"), 30 completions a run
-#   -i  pingpong iterations (default 5000); -O iterations of each oversubscribed pair (40000)
+#   -i  pingpong iterations (default 100000: the send path's steady state; at 5000 the timed
+#       loop lasts ~3 ms at 8 B and a start-up placement of the two processes on one CPU, 8 to
+#       30 ms long when it happens, decides the figure); -O iterations of each oversubscribed
+#       pair (40000)
 #   -p  pair counts (default "1 2 4 8"); -T the bound on one oversubscribed configuration (30 s:
 #       a configuration that overruns it is reported as timed out, with the pairs that finished)
 #   -m  parts (default "wake waiters pp over"; a subset writes its report into the raw dir only)
@@ -42,7 +45,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 SMOKE=0
 if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
-REPS=5 PP_REPS=7 SAMPLES=300 IDLE=20 PP_ITERS=5000 OVER_ITERS=40000 PAIRS="1 2 4 8" OVER_T=30
+REPS=5 PP_REPS=7 SAMPLES=300 IDLE=20 PP_ITERS=100000 OVER_ITERS=40000 PAIRS="1 2 4 8" OVER_T=30
 BASE="" OUT="" MODES="wake waiters pp over" WAITERS="8 32" WSAMPLES=30
 [ $SMOKE = 1 ] && REPS=1 PP_REPS=1 SAMPLES=5 IDLE=5 PP_ITERS=200 OVER_ITERS=500 PAIRS="1 2" \
     WAITERS=2 WSAMPLES=3
