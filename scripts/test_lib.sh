@@ -145,15 +145,18 @@ spin_read_over_cores() { # <libdir>
 
 # Waiters over a core whose wait fd stays readable whatever its progress does (issue 26):
 # FI_RSCNTR_TEST_STUCK_FD=1 makes rscntr's sleepers poll an fd that never stops being readable
-# instead of the core's (src/boundary/testhook.rs), so the room's leader never sleeps;
-# prov_test/room_stress.c must still see every message reach its waiter before its timeout, and
-# the log must say the hook was in force (a run that never reached an fd blocker proves nothing).
+# instead of the core's (src/boundary/testhook.rs). prov_test/room_stress.c must still see every
+# message reach its waiter before its timeout, and prov_test/bound_wait.c an idle waiter asleep
+# in the kernel (the leader naps instead of spinning: src/engine/stuck.rs); the log must say the
+# hook was in force (a run that never reached an fd blocker proves nothing).
 room_stress_stuck_fd() { # <libdir>
-    local lib=$1 ok=0 core
+    local lib=$1 ok=0 core prog
     for core in tcp "tcp;ofi_rxm" "udp;ofi_rxd"; do
-        echo "-- room_stress over rscntr($core), the core's fd stuck readable"
-        prog_logs "FI_RSCNTR_TEST_STUCK_FD: waits poll an fd that stays readable" "$lib" room_stress \
-            FI_RSCNTR_CORE="$core" FI_RSCNTR_TEST_STUCK_FD=1 || ok=1
+        for prog in room_stress bound_wait; do
+            echo "-- $prog over rscntr($core), the core's fd stuck readable"
+            prog_logs "FI_RSCNTR_TEST_STUCK_FD: waits poll an fd that stays readable" "$lib" $prog \
+                FI_RSCNTR_CORE="$core" FI_RSCNTR_TEST_STUCK_FD=1 || ok=1
+        done
     done
     return $ok
 }

@@ -374,6 +374,8 @@ impl<S: Store> Counter<S> {
 
     #[cold]
     fn wake_slow(&self, w: u32) {
+        // Someone is registered for this change: a leader's pull that gets here was not idle.
+        super::stuck::note_woken();
         if w & TRIGGERS != 0
             && let Some(t) = self.triggers.get()
         {
@@ -730,6 +732,8 @@ impl<S: Store> Counter<S> {
         let mut tokens = Vec::new();
         let mut sleep = Sleep::default();
         let mut readable = Vec::new();
+        // A core fd that stays readable while nothing completes: nap instead of spinning.
+        let mut stuck = super::stuck::Stuck::default();
         // A new leader pulls once whatever it shares a blocker with (one pull). Over many fds it
         // relies on their level: what the last leader left unpulled still makes them readable.
         if !room.many_fds() {
@@ -738,11 +742,13 @@ impl<S: Store> Counter<S> {
         let result = loop {
             room.drain_kick();
             self.wake.fetch_and(!BLOCKED, SeqCst);
+            let woken = super::stuck::woken_here();
             if kick.is_some() && room.many_fds() {
                 room.service_due();
             } else {
                 room.pull_all(&mut tokens);
             }
+            stuck.pulled(super::stuck::woken_here() != woken);
             self.wake.fetch_or(BLOCKED, SeqCst);
             super::sync::store_load_order();
             if let Some(done) = compare() {
@@ -754,7 +760,35 @@ impl<S: Store> Counter<S> {
             if !room.arm_all(&mut sleep) {
                 continue;
             }
+            if let Some(kick) = kick
+                && stuck.idle()
+            {
+                use std::os::fd::AsRawFd;
+                // A look at the fds without sleeping (-1: no kick in it).
+                super::eventfd::sleep_until_any_readable(
+                    &sleep.fds,
+                    -1,
+                    Some(Duration::ZERO),
+                    &mut readable,
+                );
+                if readable.is_empty() {
+                    stuck.unstuck();
+                } else {
+                    // Woken by the kick (a member joined, this counter changed) or the nap's
+                    // end; then every member is pulled.
+                    let nap = source::limit(deadline, Some(stuck.nap()));
+                    super::eventfd::sleep_until_any_readable(
+                        &[],
+                        kick.as_raw_fd(),
+                        nap,
+                        &mut readable,
+                    );
+                    room.mark_due(None);
+                    continue;
+                }
+            }
             let shared = sleep.single.is_some_and(|s| std::ptr::addr_eq(s, erased));
+            let slept_from = Instant::now();
             match kick {
                 Some(kick) if shared => {
                     let token = tokens
@@ -762,6 +796,8 @@ impl<S: Store> Counter<S> {
                         .find(|(t, _)| std::ptr::addr_eq(*t, erased))
                         .map_or(super::Token::default(), |(_, t)| *t);
                     b.block(token, kick, deadline);
+                    // Which fd ended it is not known here: an early end counts.
+                    stuck.slept(slept_from.elapsed(), true);
                     room.mark_due(None);
                 }
                 Some(kick) if !sleep.no_fd => {
@@ -773,6 +809,7 @@ impl<S: Store> Counter<S> {
                         until,
                         &mut readable,
                     );
+                    stuck.slept(slept_from.elapsed(), !readable.is_empty());
                     // A bounded sleep that ran out (a core's timers): pull everybody.
                     let timed_out = readable.is_empty() && sleep.cap.is_some();
                     room.mark_due((!timed_out).then_some(&readable[..]));

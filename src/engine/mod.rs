@@ -16,6 +16,7 @@ pub mod futex;
 pub mod progress;
 pub mod source;
 pub mod store;
+mod stuck;
 mod sync;
 pub mod trigger;
 pub mod watcher;

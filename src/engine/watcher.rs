@@ -255,6 +255,8 @@ fn run() {
     };
     let mut st = lock();
     let mut next = WATCH_FIRST;
+    // A core fd that stays readable while nothing completes: nap instead of spinning.
+    let mut stuck = super::stuck::Stuck::default();
     // The strong references to the shared counters of this pass.
     let mut held: Vec<Arc<dyn Watched>> = Vec::new();
     loop {
@@ -292,8 +294,10 @@ fn run() {
         }
         // SAFETY: the blocker of an armed counter (see first_blocker).
         let token = block.map(|(_, b)| unsafe { &*b.0 }.prepare());
+        let woken = super::stuck::woken_here();
         // SAFETY: armed counters are alive (see State and Entry::target).
         st.entries.retain(|e| unsafe { (*e.target()).poll() });
+        stuck.pulled(super::stuck::woken_here() != woken);
         st.passes += 1;
         if st.entries.is_empty() {
             continue;
@@ -336,6 +340,33 @@ fn run() {
             if !blocker.arm() {
                 continue;
             }
+            if stuck.idle()
+                && let Some(fd) = blocker.fd()
+            {
+                use std::os::fd::AsRawFd;
+                // A look at the fd without sleeping (-1: no kick in it).
+                let mut readable = Vec::new();
+                super::eventfd::sleep_until_any_readable(
+                    &[fd],
+                    -1,
+                    Some(Duration::ZERO),
+                    &mut readable,
+                );
+                if readable.is_empty() {
+                    stuck.unstuck();
+                } else {
+                    let nap = stuck.nap();
+                    drop(st);
+                    super::eventfd::sleep_until_any_readable(
+                        &[],
+                        k.as_raw_fd(),
+                        Some(nap),
+                        &mut readable,
+                    );
+                    st = lock();
+                    continue;
+                }
+            }
             if blockers > 1 {
                 pause = Some(pause.map_or(SHARED_BLOCK_MAX, |p| p.min(SHARED_BLOCK_MAX)));
             }
@@ -343,7 +374,9 @@ fn run() {
             st.blocking = Some((key, b));
             let until = pause.map(|p| Instant::now() + p);
             drop(st);
+            let slept_from = Instant::now();
             blocker.block(token, k, until);
+            stuck.slept(slept_from.elapsed(), true);
             st = lock();
             st.blocking = None;
             LEFT.notify_all();
