@@ -742,13 +742,15 @@ impl<S: Store> Counter<S> {
         let result = loop {
             room.drain_kick();
             self.wake.fetch_and(!BLOCKED, SeqCst);
-            let woken = super::stuck::woken_here();
+            let (woken, count) = (super::stuck::woken_here(), self.count());
             if kick.is_some() && room.many_fds() {
                 room.service_due();
             } else {
                 room.pull_all(&mut tokens);
             }
-            stuck.pulled(super::stuck::woken_here() != woken);
+            // Not idle when it moved this counter (short of its threshold: nobody else is
+            // woken by that) or woke another member.
+            stuck.pulled(super::stuck::woken_here() != woken || self.count() != count);
             self.wake.fetch_or(BLOCKED, SeqCst);
             super::sync::store_load_order();
             if let Some(done) = compare() {

@@ -10,9 +10,9 @@
 //! over tcp, room_stress used 1.4 s of CPU where it otherwise used 0.2 s (and 0.2 s with this).
 //!
 //! [`Stuck`] tells that loop apart from traffic: a round is *idle* when the sleep before it
-//! returned at once and the pull it made woke nobody (no counter with a waiter, an armed fd or
-//! triggered work moved: [`note_woken`], counted per thread, is called wherever a mutation finds
-//! someone to wake). After [`IDLE_ROUNDS`] idle rounds in a row, the leader looks at the core's
+//! returned at once and the pull it made moved nothing anyone waits for: not the leader's own
+//! counter, and no counter with a waiter, an armed fd or triggered work ([`note_woken`],
+//! counted per thread, is called wherever a mutation finds someone to wake). After [`IDLE_ROUNDS`] idle rounds in a row, the leader looks at the core's
 //! fds without sleeping before each sleep: if one is still readable it naps instead, woken only
 //! by its room's kick (a member joining, a mutation of its counter) or the nap's end: 50 µs,
 //! doubling up to [`MAX_NAP`] while the rounds stay idle, one pull of the members after each.
