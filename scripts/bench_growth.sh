@@ -47,7 +47,9 @@ isolated() {
     echo "command scripts/bench_growth.sh -s $SAMPLES -W $WINDOW -m '$MODES'${BASE:+ -B $BASE}"
     echo "cores $CORES"
     echo "modes $MODES"
-    [ -z "$BASE" ] || echo "base $(git -C "$BASE" rev-parse --short HEAD 2>/dev/null || echo "from $BASE")"
+    # bench_lib.sh's build_rev puts a revision's DSO in .deps/bench/ab-<rev>/fi (git -C there
+    # would name this tree's revision: .deps is inside it).
+    [ -z "$BASE" ] || echo "base $(basename "$(dirname "$BASE")" | sed -n 's/^ab-//p' | grep . || echo "from $BASE")"
     echo "rscntr $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src Cargo.toml build.rs 2>/dev/null || echo +dirty-src)"
     echo "libfabric $("$LF_PREFIX/bin/fi_info" --version 2>/dev/null | sed -n 's/^libfabric: *//p' | head -1)"
     echo "nproc $(nproc)"
