@@ -763,31 +763,12 @@ impl<S: Store> Counter<S> {
                 continue;
             }
             if let Some(kick) = kick
-                && stuck.idle()
+                && stuck.still_stuck(&sleep.fds)
             {
-                use std::os::fd::AsRawFd;
-                // A look at the fds without sleeping (-1: no kick in it).
-                super::eventfd::sleep_until_any_readable(
-                    &sleep.fds,
-                    -1,
-                    Some(Duration::ZERO),
-                    &mut readable,
-                );
-                if readable.is_empty() {
-                    stuck.unstuck();
-                } else {
-                    // Woken by the kick (a member joined, this counter changed) or the nap's
-                    // end; then every member is pulled.
-                    let nap = source::limit(deadline, Some(stuck.nap()));
-                    super::eventfd::sleep_until_any_readable(
-                        &[],
-                        kick.as_raw_fd(),
-                        nap,
-                        &mut readable,
-                    );
-                    room.mark_due(None);
-                    continue;
-                }
+                // Then every member is pulled.
+                stuck.nap_on(kick, deadline);
+                room.mark_due(None);
+                continue;
             }
             let shared = sleep.single.is_some_and(|s| std::ptr::addr_eq(s, erased));
             let slept_from = Instant::now();

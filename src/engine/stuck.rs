@@ -23,8 +23,11 @@
 //! Not part of the wake protocol (nothing is lost while napping: the nap ends with a pull of
 //! every member), so it is off under loom.
 
+use super::EventFd;
+use super::eventfd::sleep_until_any_readable;
 use std::cell::Cell;
-use std::time::Duration;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
 
 /// Idle rounds in a row before the leader naps.
 pub const IDLE_ROUNDS: u32 = 16;
@@ -79,16 +82,38 @@ impl Stuck {
         self.at_once = false;
     }
 
-    /// The rounds have been idle long enough: before its next sleep the caller looks at the
-    /// core's fds without sleeping, and naps ([`Stuck::nap`]) if one is readable, or sleeps as
-    /// usual ([`Stuck::unstuck`]) if none is.
-    pub fn idle(&self) -> bool {
+    /// Before a sleep on `fds`: true when the rounds have been idle long enough and one of
+    /// `fds` is readable at once (a look without sleeping); the caller then naps
+    /// ([`Stuck::nap_on`]) instead. When none is, the rounds start over: sleep as usual.
+    pub fn still_stuck(&mut self, fds: &[RawFd]) -> bool {
+        if !self.idle() {
+            return false;
+        }
+        let mut readable = Vec::new();
+        sleep_until_any_readable(fds, -1, Some(Duration::ZERO), &mut readable);
+        if readable.is_empty() {
+            self.reset();
+        }
+        !readable.is_empty()
+    }
+
+    /// Naps until `kick` is readable (a member joined, a counter changed), the next nap's
+    /// length has passed, or `until`.
+    pub fn nap_on(&mut self, kick: &EventFd, until: Option<Instant>) {
+        let nap = self.nap();
+        let left = until.map_or(nap, |u| {
+            nap.min(u.saturating_duration_since(Instant::now()))
+        });
+        sleep_until_any_readable(&[], kick.as_raw_fd(), Some(left), &mut Vec::new());
+    }
+
+    fn idle(&self) -> bool {
         !cfg!(loom) && self.idle >= IDLE_ROUNDS
     }
 
     /// How long to nap (each nap in a row twice the last, up to [`MAX_NAP`]); the round after
     /// it counts as idle unless its pull wakes someone.
-    pub fn nap(&mut self) -> Duration {
+    fn nap(&mut self) -> Duration {
         self.nap = if self.nap.is_zero() {
             FIRST_NAP
         } else {
@@ -96,11 +121,6 @@ impl Stuck {
         };
         self.at_once = true;
         self.nap
-    }
-
-    /// The core's fds are no longer readable at once: sleep on them again.
-    pub fn unstuck(&mut self) {
-        self.reset();
     }
 
     fn reset(&mut self) {
@@ -138,8 +158,9 @@ mod tests {
             last = n;
         }
         assert_eq!(last, MAX_NAP);
-        s.unstuck();
-        assert!(!s.idle(), "the fds no longer readable at once");
+        let quiet = EventFd::new().unwrap();
+        assert!(!s.still_stuck(&[quiet.as_raw_fd()]), "no fd readable");
+        assert!(!s.idle(), "the rounds start over");
     }
 
     #[test]
@@ -170,6 +191,27 @@ mod tests {
         s.slept(Duration::from_micros(1), false);
         s.pulled(false);
         assert!(!s.idle(), "woken by the kick, not the fd");
+    }
+
+    #[test]
+    fn still_stuck_looks_at_the_fds_only_once_idle() {
+        let readable = EventFd::new().unwrap();
+        readable.signal();
+        let fds = [readable.as_raw_fd()];
+        let mut s = Stuck::default();
+        assert!(!s.still_stuck(&fds), "not idle yet");
+        for _ in 0..IDLE_ROUNDS {
+            idle_round(&mut s);
+        }
+        assert!(s.still_stuck(&fds));
+        let kick = EventFd::new().unwrap();
+        let t0 = Instant::now();
+        s.nap_on(&kick, None);
+        assert!(t0.elapsed() >= FIRST_NAP, "napped");
+        kick.signal();
+        let t0 = Instant::now();
+        s.nap_on(&kick, Some(Instant::now() + Duration::from_secs(5)));
+        assert!(t0.elapsed() < Duration::from_secs(5), "the kick ends a nap");
     }
 
     #[test]

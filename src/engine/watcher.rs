@@ -340,32 +340,13 @@ fn run() {
             if !blocker.arm() {
                 continue;
             }
-            if stuck.idle()
-                && let Some(fd) = blocker.fd()
+            if let Some(fd) = blocker.fd()
+                && stuck.still_stuck(&[fd])
             {
-                use std::os::fd::AsRawFd;
-                // A look at the fd without sleeping (-1: no kick in it).
-                let mut readable = Vec::new();
-                super::eventfd::sleep_until_any_readable(
-                    &[fd],
-                    -1,
-                    Some(Duration::ZERO),
-                    &mut readable,
-                );
-                if readable.is_empty() {
-                    stuck.unstuck();
-                } else {
-                    let nap = stuck.nap();
-                    drop(st);
-                    super::eventfd::sleep_until_any_readable(
-                        &[],
-                        k.as_raw_fd(),
-                        Some(nap),
-                        &mut readable,
-                    );
-                    st = lock();
-                    continue;
-                }
+                drop(st);
+                stuck.nap_on(k, None);
+                st = lock();
+                continue;
             }
             if blockers > 1 {
                 pause = Some(pause.map_or(SHARED_BLOCK_MAX, |p| p.min(SHARED_BLOCK_MAX)));
