@@ -12,13 +12,14 @@
 //! [`Stuck`] tells that loop apart from traffic: a round is *idle* when the sleep before it
 //! returned at once and the pull it made moved nothing anyone waits for: not the leader's own
 //! counter, and no counter with a waiter, an armed fd or triggered work ([`note_woken`],
-//! counted per thread, is called wherever a mutation finds someone to wake). After [`IDLE_ROUNDS`] idle rounds in a row, the leader looks at the core's
-//! fds without sleeping before each sleep: if one is still readable it naps instead, woken only
-//! by its room's kick (a member joining, a mutation of its counter) or the nap's end: 50 µs,
-//! doubling up to [`MAX_NAP`] while the rounds stay idle, one pull of the members after each.
-//! A pull that wakes someone, or fds no longer readable, ends it. So a stuck fd
-//! costs a waiter at most [`MAX_NAP`] of latency and no spinning core; traffic never naps (each
-//! of its rounds wakes the waiter it was for).
+//! counted per thread, is called wherever a mutation finds someone to wake). After
+//! [`IDLE_ROUNDS`] idle rounds in a row, the leader looks at the core's fds without sleeping
+//! before each sleep: if one is still readable it naps instead, woken only by its room's kick
+//! (a member joining, a mutation of its counter) or the nap's end: [`FIRST_NAP`], doubling up
+//! to [`MAX_NAP`] while the rounds stay idle, one pull of the members after each. A pull that
+//! wakes someone, or fds no longer readable, ends it. So a stuck fd costs a waiter at most
+//! [`MAX_NAP`] of latency and no spinning core; traffic never naps (each of its rounds wakes
+//! the waiter it was for).
 //!
 //! Not part of the wake protocol (nothing is lost while napping: the nap ends with a pull of
 //! every member), so it is off under loom.
@@ -34,8 +35,11 @@ pub const IDLE_ROUNDS: u32 = 16;
 /// A sleep shorter than this returned at once (a wake by another thread takes longer: the
 /// kernel's wake alone is tens of µs on this project's machine).
 pub const AT_ONCE: Duration = Duration::from_micros(10);
-/// The first nap, and the longest.
+/// The first nap.
 pub const FIRST_NAP: Duration = Duration::from_micros(50);
+/// The longest nap: 4 ms, not 1, because a thread woken from a nap counts as running for the
+/// ~50 µs its wake takes on this project's machine, and at 1 ms `bound_wait` (under
+/// `FI_RSCNTR_TEST_STUCK_FD`) found an idle waiter awake too often.
 pub const MAX_NAP: Duration = Duration::from_millis(4);
 
 thread_local! {

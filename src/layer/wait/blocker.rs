@@ -195,12 +195,9 @@ pub struct FdBlocker {
     /// The domain's room: the waiters of every counter that sleeps on a blocker of this domain
     /// meet there, and one of them sleeps for all (see `engine::Room`).
     room: std::sync::Arc<Room>,
-    /// What rscntr's own sleepers poll: `fd`, or under `FI_RSCNTR_TEST_STUCK_FD`
-    /// (`boundary/testhook.rs`) an eventfd signalled once and never drained (`_stuck`): a
-    /// core fd that stays readable. (Not an epoll set holding both: one set more passes
-    /// Linux's epoll nesting limit over rxm.) An FD counter's set holds `fd` itself.
-    sleep_fd: RawFd,
-    _stuck: Option<EventFd>,
+    /// Under `FI_RSCNTR_TEST_STUCK_FD` (`boundary/testhook.rs`): what rscntr's own sleepers
+    /// poll instead of `fd` ([`FdBlocker::sleep_fd`]).
+    stuck: Option<EventFd>,
 }
 
 // SAFETY: the core objects are only used through the core's calls, which are thread safe for
@@ -287,41 +284,28 @@ impl FdBlocker {
             close_fid(fid, what);
             return Err(e);
         }
-        let stuck = if testhook::stuck_fd() {
-            match EventFd::new() {
-                Ok(always) => {
-                    always.signal();
-                    if !SAID_STUCK.swap(true, SeqCst) {
-                        fi_warn!(
-                            Cntr,
-                            "FI_RSCNTR_TEST_STUCK_FD: waits poll an fd that stays readable instead of the core's {what}"
-                        );
-                    }
-                    Some(always)
-                }
-                Err(e) => {
-                    fi_warn!(
-                        Cntr,
-                        "FI_RSCNTR_TEST_STUCK_FD: cannot make the eventfd: {e}"
-                    );
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let stuck = testhook::stuck_fd().then(|| stuck_eventfd(what)).flatten();
         Ok(FdBlocker {
             core,
             fid,
             fd,
-            sleep_fd: stuck.as_ref().map_or(fd, |always| always.as_raw_fd()),
-            _stuck: stuck,
+            stuck,
             cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
             warned: AtomicBool::new(false),
             no_trywait: AtomicBool::new(false),
             closing,
             room,
         })
+    }
+
+    /// What rscntr's own sleepers poll: the core's fd, or under `FI_RSCNTR_TEST_STUCK_FD` an
+    /// eventfd signalled once and never drained, a core fd that stays readable. (Not an epoll
+    /// set holding both: one set more passes Linux's epoll nesting limit over rxm.) An FD
+    /// counter's set holds the core's fd itself ([`FdBlocker::fd`]).
+    fn sleep_fd(&self) -> RawFd {
+        self.stuck
+            .as_ref()
+            .map_or(self.fd, |always| always.as_raw_fd())
     }
 
     /// The wait set, for the core counter's attr.
@@ -364,6 +348,30 @@ impl Drop for FdBlocker {
 
 /// Whether the log has said that `FI_RSCNTR_TEST_STUCK_FD` is in force.
 static SAID_STUCK: AtomicBool = AtomicBool::new(false);
+
+/// For `FI_RSCNTR_TEST_STUCK_FD`: an eventfd signalled once, to be polled instead of the core's
+/// `what` (the first one made says so in the log).
+fn stuck_eventfd(what: &str) -> Option<EventFd> {
+    match EventFd::new() {
+        Ok(always) => {
+            always.signal();
+            if !SAID_STUCK.swap(true, SeqCst) {
+                fi_warn!(
+                    Cntr,
+                    "FI_RSCNTR_TEST_STUCK_FD: waits poll an fd that stays readable instead of the core's {what}"
+                );
+            }
+            Some(always)
+        }
+        Err(e) => {
+            fi_warn!(
+                Cntr,
+                "FI_RSCNTR_TEST_STUCK_FD: cannot make the eventfd: {e}"
+            );
+            None
+        }
+    }
+}
 
 /// Opens a wait set on the core fabric.
 fn open_wait_set(
@@ -428,7 +436,7 @@ impl Blocker for FdBlocker {
 
     fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
         let limit = sleep_for(until, self.cap_ns.load(SeqCst));
-        sleep_until_readable(self.sleep_fd, kick.as_raw_fd(), limit);
+        sleep_until_readable(self.sleep_fd(), kick.as_raw_fd(), limit);
     }
 
     fn room(&self) -> Option<&Room> {
@@ -436,7 +444,7 @@ impl Blocker for FdBlocker {
     }
 
     fn fd(&self) -> Option<RawFd> {
-        Some(self.sleep_fd)
+        Some(self.sleep_fd())
     }
 
     fn max_sleep(&self) -> Option<Duration> {
