@@ -1027,6 +1027,14 @@ static void cpu_check(const char *part, const char *who, long long cpu, long lon
 		      CPU_LIMIT);
 }
 
+/* W posts a receive on its endpoint `ep` into its buffer at `off`; it answers "ok". */
+static void post_recv(struct kid *W, int ep, long off)
+{
+	char line[LINE];
+	tell(W, "recv %d %ld", ep, off);
+	expect(W, "ok", line, sizeof(line), 10000);
+}
+
 static int expect_data(struct kid *W, const char *what, long off, long len, int byte)
 {
 	char line[LINE];
@@ -1041,11 +1049,10 @@ static void part_idle(void)
 {
 	struct kid P, W;
 	struct woke w;
-	char line[LINE], done[LINE];
+	char done[LINE];
 	if (start_pair(&P, &W, prov, NULL, 1, "unspec", 0, NULL))
 		return;
-	tell(&W, "recv 0 %d", RECV_OFF);
-	expect(&W, "ok", line, sizeof(line), 10000);
+	post_recv(&W, 0, RECV_OFF);
 	if (!round_trip(&W, "wait idle rx 1 10000 1", &P, "op send 0 1000 77", &w, done, sizeof(done))) {
 		CHECK(w.ret == 0 && w.value == 1, "idle: the wait returned %d with count %" PRIu64, w.ret, w.value);
 		cpu_check("idle", "the waiting thread", w.cpu, w.wall);
@@ -1066,8 +1073,7 @@ static void part_ops(void)
 	if (start_pair(&P, &W, prov, NULL, 1, "unspec", 1, NULL))
 		return;
 	/* a message */
-	tell(&W, "recv 0 %d", RECV_OFF);
-	expect(&W, "ok", line, sizeof(line), 10000);
+	post_recv(&W, 0, RECV_OFF);
 	if (!round_trip(&W, "wait msg rx 1 10000 1", &P, "op send 0 200 49", &w, done, sizeof(done))) {
 		CHECK(w.ret == 0 && w.value == 1, "ops: message: W's wait %d, count %" PRIu64, w.ret, w.value);
 		CHECK(!strncmp(done, "done send 0 1 ", 14), "ops: P's wait on its send counter: '%s'", done);
@@ -1116,11 +1122,10 @@ static void part_fd(void)
 {
 	struct kid P, W;
 	struct woke w;
-	char line[LINE], done[LINE];
+	char done[LINE];
 	if (start_pair(&P, &W, prov, NULL, 1, "fd", 0, NULL))
 		return;
-	tell(&W, "recv 0 %d", RECV_OFF);
-	expect(&W, "ok", line, sizeof(line), 10000);
+	post_recv(&W, 0, RECV_OFF);
 	if (!round_trip(&W, "wait fd rx 1 10000 1", &P, "op send 0 200 52", &w, done, sizeof(done))) {
 		CHECK(w.ret == 0 && w.value == 1, "fd: trywait/poll loop ended with %d, count %" PRIu64, w.ret,
 		      w.value);
@@ -1142,11 +1147,10 @@ static void part_cqfd(void)
 {
 	struct kid P, W;
 	struct woke w;
-	char line[LINE], done[LINE];
+	char done[LINE];
 	if (start_pair(&P, &W, prov, NULL, 1, "cqfd", 0, NULL))
 		return;
-	tell(&W, "recv 0 %d", RECV_OFF);
-	expect(&W, "ok", line, sizeof(line), 10000);
+	post_recv(&W, 0, RECV_OFF);
 	if (!round_trip(&W, "cqwait cq 10000", &P, "op send 0 200 53", &w, done, sizeof(done))) {
 		CHECK(w.ret == 0 && w.value == 1, "cqfd: read/trywait/poll loop ended with %d, %" PRIu64 " entries",
 		      w.ret, w.value);
@@ -1157,8 +1161,7 @@ static void part_cqfd(void)
 		printf("cqfd: CQ: poll %s, %" PRIu64 " entry; P: %s\n", w.readable ? "readable" : "not readable",
 		       w.value, done);
 	}
-	tell(&W, "recv 0 %d", RECV_OFF + MSG);
-	expect(&W, "ok", line, sizeof(line), 10000);
+	post_recv(&W, 0, RECV_OFF + MSG);
 	if (!round_trip(&W, "wait fdcntr rx 2 10000 1", &P, "op send 0 200 54", &w, done, sizeof(done))) {
 		CHECK(w.ret == 0 && w.value == 2, "cqfd: the FD counter's trywait/poll loop ended with %d, count %" PRIu64,
 		      w.ret, w.value);
@@ -1177,12 +1180,11 @@ static void part_many(void)
 {
 	struct kid P, W;
 	struct woke w;
-	char line[LINE], done[LINE];
+	char done[LINE];
 	if (start_pair(&P, &W, prov, NULL, MAX_EPS, "unspec", 0, NULL))
 		return;
 	for (int i = 0; i < 8; i++) {
-		tell(&W, "recv 0 %d", RECV_OFF + MSG * i);
-		expect(&W, "ok", line, sizeof(line), 10000);
+		post_recv(&W, 0, RECV_OFF + MSG * i);
 	}
 	if (!round_trip(&W, "wait eight rx 1 10000 8", &P, "burst 8 50 0", &w, done, sizeof(done))) {
 		CHECK(w.ret == 0 && w.met == 8 && w.value == 8,
@@ -1195,8 +1197,7 @@ static void part_many(void)
 	int woke = 0;
 	for (int i = 0; i < MAX_EPS; i++) {
 		char cmd[128], go[128];
-		tell(&W, "recv %d %d", i, RECV_OFF + MSG * (8 + i));
-		expect(&W, "ok", line, sizeof(line), 10000);
+		post_recv(&W, i, RECV_OFF + MSG * (8 + i));
 		snprintf(cmd, sizeof(cmd), "wait ep%d rx %d 10000 1", i, 9 + i);
 		snprintf(go, sizeof(go), "op send %d 100 %d", i, 60 + i);
 		if (round_trip(&W, cmd, &P, go, &w, done, sizeof(done)))
@@ -1248,8 +1249,7 @@ static void part_plain(void)
 			expect(&W, "done", done, sizeof(done), 20000);
 			CHECK(!strncmp(done, "done send 0 1 ", 14), "plain: W's send to the shm peer: '%s'", done);
 		}
-		tell(&W, "recv 0 %d", RECV_OFF + MSG * i);
-		expect(&W, "ok", line, sizeof(line), 10000);
+		post_recv(&W, 0, RECV_OFF + MSG * i);
 		snprintf(cmd, sizeof(cmd), "wait plain%d rx %d 10000 1", i, i + 1);
 		snprintf(go, sizeof(go), "op send 0 200 %d", 70 + i);
 		if (round_trip(&W, cmd, &P, go, &w, done, sizeof(done)))
@@ -1285,8 +1285,7 @@ static void part_killed(void)
 	char line[LINE];
 	if (start_pair(&P, &W, prov, NULL, 1, "unspec", 0, NULL))
 		return;
-	tell(&W, "recv 0 %d", RECV_OFF);
-	expect(&W, "ok", line, sizeof(line), 10000);
+	post_recv(&W, 0, RECV_OFF);
 	tell(&W, "wait killed rx 1 2000 1");
 	if (!expect(&W, "armed", line, sizeof(line), 15000)) {
 		kill(P.pid, SIGKILL);
@@ -1372,8 +1371,7 @@ static void part_garbage(void)
 	if (start_pair(&P, &W, prov, NULL, 1, "unspec", 0, NULL))
 		return;
 	for (int i = 0; i < 4; i++) {
-		tell(&W, "recv 0 %d", RECV_OFF + MSG * i);
-		expect(&W, "ok", line, sizeof(line), 10000);
+		post_recv(&W, 0, RECV_OFF + MSG * i);
 	}
 	if (!round_trip(&W, "wait clean0 rx 1 10000 1", &P, "op send 0 200 79", &w, done, sizeof(done)))
 		CHECK(w.ret == 0 && w.value == 1, "garbage: the clean first wait returned %d, count %" PRIu64, w.ret,
@@ -1505,8 +1503,7 @@ static void part_leftovers(void)
 
 	/* a clean close */
 	if (!start_pair(&P, &W, prov, NULL, 1, "unspec", 0, NULL)) {
-		tell(&W, "recv 0 %d", RECV_OFF);
-		expect(&W, "ok", line, sizeof(line), 10000);
+		post_recv(&W, 0, RECV_OFF);
 		if (!round_trip(&W, "wait left rx 1 10000 1", &P, "op send 0 200 90", &w, done, sizeof(done))) {
 			CHECK(w.ret == 0 && w.value == 1, "leftovers: the wait returned %d, count %" PRIu64, w.ret,
 			      w.value);
