@@ -149,7 +149,7 @@ spin_read_over_cores() { # <libdir>
 # message reach its waiter before its timeout, and prov_test/bound_wait.c an idle waiter asleep
 # in the kernel (the leader naps instead of spinning: src/engine/stuck.rs); the log must say the
 # hook was in force (a run that never reached an fd blocker proves nothing).
-room_stress_stuck_fd() { # <libdir>
+waits_over_a_stuck_fd() { # <libdir>
     local lib=$1 ok=0 core prog
     for core in tcp "tcp;ofi_rxm" "udp;ofi_rxd"; do
         for prog in room_stress bound_wait; do
