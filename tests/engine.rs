@@ -475,10 +475,15 @@ struct PipeCore {
     rd: RawFd,
     wr: RawFd,
     pulls: std::sync::atomic::AtomicU64,
+    /// What [`Blocker::spin_before_sleep`] answers (a network core's fd: false).
+    spin_first: bool,
 }
 
 impl PipeCore {
     fn new() -> Arc<Self> {
+        Self::spinning_first(true)
+    }
+    fn spinning_first(spin_first: bool) -> Arc<Self> {
         let mut fds = [0; 2];
         // SAFETY: fills two fds.
         assert_eq!(
@@ -489,6 +494,7 @@ impl PipeCore {
             rd: fds[0],
             wr: fds[1],
             pulls: Default::default(),
+            spin_first,
         })
     }
     fn complete(&self) {
@@ -518,6 +524,9 @@ impl Blocker for PipeCore {
         use std::os::fd::AsRawFd;
         let limit = until.map(|u| u.saturating_duration_since(Instant::now()));
         sleep_until_readable(self.rd, kick.as_raw_fd(), limit);
+    }
+    fn spin_before_sleep(&self) -> bool {
+        self.spin_first
     }
 }
 
@@ -566,6 +575,43 @@ fn a_source_completion_wakes_a_waiter_blocked_on_its_fd() {
         let pulls = core.pulls.load(SeqCst);
         assert!(pulls < 50, "{s:?}: {pulls} pulls while idle");
         assert!(!c.has_waiters(), "{s:?}");
+    }
+}
+
+/// A blocker that says a spin is not worth it (a network core's fd) is slept on after the
+/// first checks, with no spin of pulls before: the pulls counted while the waiter is asleep are
+/// those checks. The same wait on a blocker that spins first pulls once per spin step.
+#[test]
+fn a_blocker_that_does_not_spin_is_slept_on_at_once() {
+    for (spin_first, strategy) in [
+        (false, WaitStrategy::Block),
+        (false, WaitStrategy::Fd),
+        (true, WaitStrategy::Block),
+    ] {
+        let c = counter(strategy);
+        let core = PipeCore::spinning_first(spin_first);
+        let core2 = core.clone();
+        let t = thread::spawn(move || {
+            // Long enough for the waiter to reach its sleep, whatever it does first.
+            thread::sleep(Duration::from_millis(200));
+            let asleep_after = core2.pulls.load(SeqCst);
+            core2.complete();
+            asleep_after
+        });
+        assert_eq!(wait_on_pipe(&c, &core, 1, 10_000), Ok(()));
+        let pulls = t.join().unwrap();
+        if spin_first {
+            assert!(
+                pulls > 4,
+                "{strategy:?}: a spinning waiter pulled {pulls} times"
+            );
+        } else {
+            // The wait's first check and the leader's first pull.
+            assert!(
+                pulls <= 3,
+                "{strategy:?}: {pulls} pulls before sleeping on a blocker not worth spinning on"
+            );
+        }
     }
 }
 

@@ -518,7 +518,7 @@ impl<S: Store> Counter<S> {
         loop {
             let spin = !backoff.is_spun_out()
                 && match source.wake() {
-                    Wake::Block(b) => b.worth_spinning(),
+                    Wake::Block(b) => b.spin_before_sleep(),
                     _ => true,
                 };
             let outcome = if spin {

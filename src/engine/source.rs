@@ -90,6 +90,13 @@ pub trait Blocker: Sync {
     fn worth_spinning(&self) -> bool {
         true
     }
+    /// Whether an `FI_WAIT_UNSPEC` or `FI_WAIT_FD` waiter spins, pulling between spins,
+    /// before it sleeps here. False where a pull is a syscall and a completion never comes
+    /// within the spin: it only takes CPU from the peer that answers (on a shared CPU, it
+    /// delays the answer it waits for).
+    fn spin_before_sleep(&self) -> bool {
+        self.worth_spinning()
+    }
     /// How long a waiter keeps pulling (yielding between pulls once its short spin is over)
     /// before it sleeps here: for a blocker whose sleep costs a kernel round trip at each end
     /// (a ring and a wake) that an active peer answers sooner than. None: the short spin only.
