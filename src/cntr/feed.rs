@@ -76,4 +76,9 @@ pub trait Feed: Send + Sync {
     fn remote_only(&self) -> bool {
         false
     }
+    /// Over shm's doorbell: this feed's bit in the hints a ringing peer leaves (see
+    /// `layer/wait/bell.rs`); 0 elsewhere.
+    fn bell_hint(&self) -> u64 {
+        0
+    }
 }

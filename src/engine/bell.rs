@@ -62,8 +62,14 @@ pub fn disarm(word: &AtomicU32, way: u32) {
 /// (those armed, which this worker disarmed; 0: none).
 #[inline]
 pub fn rings(word: &AtomicU32) -> u32 {
+    rings_telling(word, || {})
+}
+
+/// [`rings`], leaving a hint first (see [`rings_after_fence_telling`]).
+#[inline]
+pub fn rings_telling(word: &AtomicU32, tell: impl FnOnce()) -> u32 {
     fence(SeqCst);
-    rings_after_fence(word)
+    rings_after_fence_telling(word, tell)
 }
 
 /// [`rings`] for a worker that has issued the SeqCst fence itself since it published (one
@@ -72,8 +78,19 @@ pub fn rings(word: &AtomicU32) -> u32 {
 /// work: the loom models call it unfenced and must catch that.
 #[inline]
 pub fn rings_after_fence(word: &AtomicU32) -> u32 {
+    rings_after_fence_telling(word, || {})
+}
+
+/// [`rings_after_fence`], calling `tell` between the load that found the word armed and the
+/// swap that disarms it: what the worker leaves for the sleeper (a hint of where to look
+/// first) is in place before the sleeper can see the word cleared. Not part of the no-lost-wake
+/// protocol: a worker that loses the swap to another, or a sleeper that looks before `tell`,
+/// only makes the hint arrive late.
+#[inline]
+pub fn rings_after_fence_telling(word: &AtomicU32, tell: impl FnOnce()) -> u32 {
     if word.load(Relaxed) == 0 {
         return 0;
     }
+    tell();
     word.swap(0, SeqCst)
 }

@@ -387,6 +387,7 @@ impl<S: Store> Counter<S> {
             && let Some(fd) = &self.fd
         {
             fd.signal();
+            super::stuck::note_woken_other();
         }
         if w & BLOCKED != 0 {
             let blocked_in = self.blocked_in.lock();
@@ -404,6 +405,7 @@ impl<S: Store> Counter<S> {
         }
         if w >= ONE_WAITER {
             self.event.notify(usize::MAX);
+            super::stuck::note_woken_other();
         }
     }
 

@@ -29,6 +29,7 @@ pub use eventfd::{EventFd, poll_which, signal_raw, sleep_until_readable};
 
 pub use source::{Blocker, Room, Source, Token, Unsourced, Wake};
 pub use store::{Atomics, Store, StoreError};
+pub use stuck::woken_others_here;
 pub use trigger::{Holds, Started, Starter, Tag, Triggers, Work};
 
 use std::time::{Duration, Instant};

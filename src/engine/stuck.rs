@@ -44,6 +44,7 @@ pub const MAX_NAP: Duration = Duration::from_millis(4);
 
 thread_local! {
     static WOKEN: Cell<u64> = const { Cell::new(0) };
+    static WOKEN_OTHERS: Cell<u64> = const { Cell::new(0) };
 }
 
 /// A mutation on this thread found someone to wake (see the module doc).
@@ -56,6 +57,20 @@ pub fn note_woken() {
 #[inline]
 pub fn woken_here() -> u64 {
     WOKEN.with(Cell::get)
+}
+
+/// A mutation on this thread woke another thread: a listener (a follower, a waiter without a
+/// blocker) or a counter's fd (a thread in `poll()`), not only a leader's own wait.
+#[inline]
+pub fn note_woken_other() {
+    WOKEN_OTHERS.with(|w| w.set(w.get().wrapping_add(1)));
+}
+
+/// How many times this thread's mutations woke another thread (see [`note_woken_other`]):
+/// the doorbell's leader yields to a waiter its pull woke (`layer/wait/bell.rs`).
+#[inline]
+pub fn woken_others_here() -> u64 {
+    WOKEN_OTHERS.with(Cell::get)
 }
 
 /// A leader's record of its rounds (one per leading, on its stack).

@@ -674,6 +674,7 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
 unsafe fn publish_bell(
     home: &CoreHome,
     ep: *mut ofi::fid_ep,
+    hints: u64,
 ) -> Option<(
     std::sync::Arc<super::wait::bell::BellBlocker>,
     Option<super::wait::bell::NameFile>,
@@ -685,7 +686,7 @@ unsafe fn publish_bell(
     }
     let blocker = waits.bell_blocker().ok()?;
     // SAFETY: caller's contract.
-    let name = unsafe { EpBell::publish(ep, &blocker) };
+    let name = unsafe { EpBell::publish(ep, &blocker, hints) };
     if name.is_none() {
         blocker.fall_back("an endpoint of this domain without a published doorbell");
     }
@@ -727,15 +728,17 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
         let home = unsafe { &*b.home };
         let bell = match &enabling {
             Some(bound) if !bound.enabled && home.plan == super::wait::Plan::Bell => {
+                // SAFETY: a bound counter cannot close (EBUSY) while bound here.
+                let hints = bound.cntrs.iter().fold(0, |h, c| h | unsafe { (**c).bell_hint() });
                 if b.trigger.is_null() && b.rma_ep.is_null() {
                     // SAFETY: an open endpoint of this domain (only endpoints reach this far).
-                    unsafe { publish_bell(home, fid.cast()) }
+                    unsafe { publish_bell(home, fid.cast(), hints) }
                 } else {
                     // Its tables are rscntr's own (triggered operations, remote-access events):
                     // ringing tables went under them at its open if the domain waited then.
                     let mut below = b.bell.lock();
                     // SAFETY: as above.
-                    let published = below.as_mut().is_some_and(|e| unsafe { e.published(fid.cast()) });
+                    let published = below.as_mut().is_some_and(|e| unsafe { e.published(fid.cast(), hints) });
                     if !published {
                         let why = if below.is_some() { "without a published doorbell" } else { "opened before the domain waited" };
                         match home.bell.lock().as_ref() {

@@ -56,6 +56,9 @@ pub struct CoreFeed {
     /// Over a core whose counter read drives every bound endpoint and that counts through
     /// FI_PEER: how often reads drive it (`reads.rs`).
     reads: Option<ReadDuty>,
+    /// Over the doorbell: this feed's bit in the hints ringing peers leave (0: none, see
+    /// `BellBlocker::add_feed`).
+    bell_hint: AtomicU64,
 }
 
 /// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.
@@ -215,11 +218,15 @@ fn new_feed(
         _peer_context: peer_context,
         _counted_ops: counted_ops,
         reads,
+        bell_hint: AtomicU64::new(0),
     });
     if let CoreBlocker::Bell(b) = &feed.blocker {
         // SAFETY: the feed removes itself (close, drop) before it is freed; boxed, it does not
         // move.
-        unsafe { b.add_feed(&*feed as &dyn Progressed as *const dyn Progressed) };
+        let slot = unsafe { b.add_feed(&*feed as &dyn Progressed as *const dyn Progressed) };
+        if let Some(slot) = slot {
+            feed.bell_hint.store(1 << slot, Ordering::Release);
+        }
     }
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
@@ -305,6 +312,10 @@ fn open_core_cntr_on(
 }
 
 impl Feed for CoreFeed {
+    fn bell_hint(&self) -> u64 {
+        self.bell_hint.load(Ordering::Acquire)
+    }
+
     fn core_cntr(&self) -> *mut ofi::fid_cntr {
         self.core_cntr.load(Ordering::Acquire)
     }

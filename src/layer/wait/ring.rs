@@ -401,17 +401,18 @@ unsafe impl Sync for EpBell {}
 impl EpBell {
     /// Before the core enables `ep` of a domain that waits: publishes the domain's bell under
     /// the endpoint's shm address, so that peers find it as soon as they can reach the
-    /// endpoint.
+    /// endpoint, with the `hints` of the counters bound to it (see `BellBlocker::publish`).
     ///
     /// # Safety
     /// `ep` is an open core endpoint of the domain whose bell is `bell`.
     pub unsafe fn publish(
         ep: *mut ofi::fid_ep,
         bell: &BellBlocker,
+        hints: u64,
     ) -> Option<super::bell::NameFile> {
         // SAFETY: caller's contract.
         let name = unsafe { ep_name(ep) }?;
-        bell.publish(&name).ok()
+        bell.publish(&name, hints).ok()
     }
 
     /// After the core enabled `ep`: its ringing tables.
@@ -450,9 +451,9 @@ impl EpBell {
     ///
     /// # Safety
     /// `ep` is the endpoint, about to be enabled.
-    pub unsafe fn published(&mut self, ep: *mut ofi::fid_ep) -> bool {
+    pub unsafe fn published(&mut self, ep: *mut ofi::fid_ep, hints: u64) -> bool {
         // SAFETY: caller's contract.
-        self.name = unsafe { EpBell::publish(ep, &self.record().bell) };
+        self.name = unsafe { EpBell::publish(ep, &self.record().bell, hints) };
         self.name.is_some()
     }
 }
