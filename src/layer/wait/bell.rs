@@ -208,7 +208,7 @@ pub struct BellBlocker {
     /// (shm progresses per endpoint: a core counter's read drives the endpoints bound to it),
     /// by slot: a feed keeps its slot while it lives (its bit in the page's `hints`); a closed
     /// feed's slot is empty until a new feed takes it.
-    feeds: Mutex<Vec<Option<*const dyn Progressed>>>,
+    feeds: Mutex<Feeds>,
     /// The peers the domain's endpoints have mapped, rung after a waiter's pull when armed.
     peers: Mutex<Vec<std::sync::Arc<PeerTable>>>,
     /// The first [`RING_LIST`] of those peers, for `ring_back` without a lock.
@@ -225,6 +225,19 @@ unsafe impl Sync for BellBlocker {}
 /// What drives a core counter's progress (a feed of the domain, see `feed.rs`).
 pub trait Progressed {
     fn progress_only(&self);
+}
+
+/// A domain's feeds by slot, and the empty slots.
+#[derive(Default)]
+struct Feeds {
+    slots: Vec<Option<*const dyn Progressed>>,
+    free: Vec<usize>,
+}
+
+impl Feeds {
+    fn iter(&self) -> impl Iterator<Item = &*const dyn Progressed> {
+        self.slots.iter().flatten()
+    }
 }
 
 impl BellBlocker {
@@ -246,7 +259,7 @@ impl BellBlocker {
             pull_ns: AtomicU64::new(PULL_BEFORE_SLEEP.as_nanos() as u64),
             unrung_arrivals: std::sync::atomic::AtomicU32::new(0),
             said_fallback: AtomicBool::new(false),
-            feeds: Mutex::new(Vec::new()),
+            feeds: Mutex::new(Feeds::default()),
             peers: Mutex::new(Vec::new()),
             ring_list: [const { AtomicPtr::new(std::ptr::null_mut()) }; RING_LIST],
             ring_list_len: std::sync::atomic::AtomicUsize::new(0),
@@ -370,29 +383,33 @@ impl BellBlocker {
     }
 
     /// A feed whose core counter waiters drive (see [`Progressed`]), until [`Self::remove_feed`].
-    /// Returns the feed's slot: its bit in the hints of the endpoints its counter is bound
-    /// to ([`Self::publish`]), if one of the first [`HINT_SLOTS`].
+    /// Returns the feed's slot, which removes it, and its bit in the hints of the endpoints its
+    /// counter is bound to ([`Self::publish`]): the slot's, if one of the first
+    /// [`HINT_SLOTS`], else 0.
     ///
     /// # Safety
     /// `feed` lives until removed.
-    pub unsafe fn add_feed(&self, feed: *const dyn Progressed) -> Option<u32> {
+    pub unsafe fn add_feed(&self, feed: *const dyn Progressed) -> (usize, u64) {
         let mut feeds = self.feeds.lock();
-        let slot = match feeds.iter().position(Option::is_none) {
+        let slot = match feeds.free.pop() {
             Some(free) => free,
             None => {
-                feeds.push(None);
-                feeds.len() - 1
+                feeds.slots.push(None);
+                feeds.slots.len() - 1
             }
         };
-        feeds[slot] = Some(feed);
-        (slot < HINT_SLOTS).then_some(slot as u32)
+        feeds.slots[slot] = Some(feed);
+        (slot, if slot < HINT_SLOTS { 1 << slot } else { 0 })
     }
 
-    pub fn remove_feed(&self, feed: *const dyn Progressed) {
-        for f in self.feeds.lock().iter_mut() {
-            if f.is_some_and(|f| std::ptr::addr_eq(f, feed)) {
-                *f = None;
-            }
+    /// Removes `feed` from `slot` (again: nothing).
+    pub fn remove_feed(&self, slot: usize, feed: *const dyn Progressed) {
+        let mut feeds = self.feeds.lock();
+        if let Some(f) = feeds.slots.get_mut(slot)
+            && f.is_some_and(|f| std::ptr::addr_eq(f, feed))
+        {
+            *f = None;
+            feeds.free.push(slot);
         }
     }
 
@@ -416,7 +433,7 @@ impl BellBlocker {
         let woken = crate::engine::woken_others_here();
         {
             let feeds = self.feeds.lock();
-            if feeds.iter().flatten().nth(1).is_none() {
+            if feeds.iter().nth(1).is_none() {
                 // One feed: the waiter's own pull, next, is the same progress call.
                 return;
             }
@@ -424,7 +441,7 @@ impl BellBlocker {
             while bits != 0 {
                 let slot = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                if let Some(Some(f)) = feeds.get(slot) {
+                if let Some(Some(f)) = feeds.slots.get(slot) {
                     // SAFETY: a feed removes itself before it is freed (see add_feed).
                     unsafe { &**f }.progress_only();
                 }
@@ -453,7 +470,7 @@ impl BellBlocker {
     pub fn pull_domain(&self) {
         {
             let feeds = self.feeds.lock();
-            for f in feeds.iter().flatten() {
+            for f in feeds.iter() {
                 // SAFETY: a feed removes itself before it is freed (see add_feed).
                 unsafe { &**f }.progress_only();
             }
@@ -1379,10 +1396,10 @@ mod tests {
             .map(|f| f as &dyn Progressed as *const dyn Progressed);
         // SAFETY: the feeds outlive their removal below.
         let slots = ptrs.map(|p| unsafe { bell.add_feed(p) });
-        assert_eq!(slots, [Some(0), Some(1)]);
+        assert_eq!(slots, [(0, 1), (1, 2)]);
         let addr = format!("fi_shm://rscntr_hint_test_{}", std::process::id());
         let name = bell
-            .publish(addr.as_bytes(), 1 << slots[1].unwrap())
+            .publish(addr.as_bytes(), slots[1].1)
             .expect("published");
         let peer = map_peer(addr.as_bytes()).expect("the bell maps as a peer's");
         let progressed = || feeds.each_ref().map(|f| f.0.load(SeqCst));
@@ -1411,8 +1428,8 @@ mod tests {
             "the other feed, not before the next arming"
         );
         drop(name);
-        for p in ptrs {
-            bell.remove_feed(p);
+        for (p, (slot, _)) in ptrs.into_iter().zip(slots) {
+            bell.remove_feed(slot, p);
         }
     }
 }

@@ -56,8 +56,9 @@ pub struct CoreFeed {
     /// Over a core whose counter read drives every bound endpoint and that counts through
     /// FI_PEER: how often reads drive it (`reads.rs`).
     reads: Option<ReadDuty>,
-    /// Over the doorbell: this feed's bit in the hints ringing peers leave (0: none, see
-    /// `BellBlocker::add_feed`).
+    /// Over the doorbell: this feed's slot in the domain's bell, and its bit in the hints
+    /// ringing peers leave (0: none), see `BellBlocker::add_feed`.
+    bell_slot: AtomicUsize,
     bell_hint: AtomicU64,
 }
 
@@ -218,15 +219,16 @@ fn new_feed(
         _peer_context: peer_context,
         _counted_ops: counted_ops,
         reads,
+        bell_slot: AtomicUsize::new(usize::MAX),
         bell_hint: AtomicU64::new(0),
     });
     if let CoreBlocker::Bell(b) = &feed.blocker {
         // SAFETY: the feed removes itself (close, drop) before it is freed; boxed, it does not
         // move.
-        let slot = unsafe { b.add_feed(&*feed as &dyn Progressed as *const dyn Progressed) };
-        if let Some(slot) = slot {
-            feed.bell_hint.store(1 << slot, Ordering::Release);
-        }
+        let (slot, hint) =
+            unsafe { b.add_feed(&*feed as &dyn Progressed as *const dyn Progressed) };
+        feed.bell_slot.store(slot, Ordering::Release);
+        feed.bell_hint.store(hint, Ordering::Release);
     }
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
@@ -478,11 +480,21 @@ impl Feed for CoreFeed {
         }
         if let CoreBlocker::Bell(b) = &self.blocker {
             // No waiter of the domain drives it from now on (a failed close puts it back).
-            b.remove_feed(self as &dyn Progressed as *const dyn Progressed);
+            b.remove_feed(
+                self.bell_slot(),
+                self as &dyn Progressed as *const dyn Progressed,
+            );
         }
         // SAFETY: the core counter was opened by open_core_cntr() and nothing else closes it.
         let ret = unsafe { ofi::fi_close(core.cast()) };
         if ret != 0 {
+            if let CoreBlocker::Bell(b) = &self.blocker {
+                // SAFETY: as in new_feed: the feed lives on, and removes itself when dropped.
+                let (slot, hint) =
+                    unsafe { b.add_feed(self as &dyn Progressed as *const dyn Progressed) };
+                self.bell_slot.store(slot, Ordering::Release);
+                self.bell_hint.store(hint, Ordering::Release);
+            }
             return Err(ret);
         }
         self.core_cntr
@@ -512,12 +524,19 @@ impl Progressed for CoreFeed {
 impl Drop for CoreFeed {
     fn drop(&mut self) {
         if let CoreBlocker::Bell(b) = &self.blocker {
-            b.remove_feed(self as &dyn Progressed as *const dyn Progressed);
+            b.remove_feed(
+                self.bell_slot(),
+                self as &dyn Progressed as *const dyn Progressed,
+            );
         }
     }
 }
 
 impl CoreFeed {
+    fn bell_slot(&self) -> usize {
+        self.bell_slot.load(Ordering::Acquire)
+    }
+
     /// Drives the progress of the endpoints bound to this counter (a read of the core counter)
     /// and takes in what the core counted itself (see [`Feed::sync`]).
     fn sync_own(&self, tally: &dyn Tally, errors_too: bool) {
