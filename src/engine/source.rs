@@ -509,7 +509,7 @@ impl Room {
         }
     }
 
-    /// Members present (tests and diagnostics).
+    /// Members present, the leader among them (the doorbell skips its hints for a leader alone).
     pub fn members(&self) -> usize {
         self.state.lock().members.len()
     }

@@ -413,8 +413,8 @@ impl BellBlocker {
         }
     }
 
-    /// After a ring woke this thread, in a domain of several feeds: the feeds the ringers
-    /// hinted at, progressed at once (their counters' waiters are woken now, not after the
+    /// After a ring woke this thread, in a domain of several feeds and waiters: the feeds the
+    /// ringers hinted at, progressed at once (their counters' waiters are woken now, not after the
     /// arming's pull of every feed of the domain), then a ring to the peers this progress may
     /// have answered. The hints come from the page peers write: a bit of no feed is ignored, a
     /// bit of the wrong feed costs one progress call.
@@ -428,6 +428,11 @@ impl BellBlocker {
         // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
         let hints = unsafe { &(*self.page).hints }.swap(0, SeqCst);
         if hints == 0 {
+            return;
+        }
+        if self.room.members() == 1 {
+            // The leader alone (one thread waiting, however many counters): its own pull, next,
+            // does what it waits for.
             return;
         }
         let woken = crate::engine::woken_others_here();
