@@ -383,13 +383,11 @@ impl BellBlocker {
     }
 
     /// A feed whose core counter waiters drive (see [`Progressed`]), until [`Self::remove_feed`].
-    /// Returns the feed's slot, which removes it, and its bit in the hints of the endpoints its
-    /// counter is bound to ([`Self::publish`]): the slot's, if one of the first
-    /// [`HINT_SLOTS`], else 0.
+    /// Returns the feed's slot, which removes it and gives its hint ([`Self::hint_of`]).
     ///
     /// # Safety
     /// `feed` lives until removed.
-    pub unsafe fn add_feed(&self, feed: *const dyn Progressed) -> (usize, u64) {
+    pub unsafe fn add_feed(&self, feed: *const dyn Progressed) -> usize {
         let mut feeds = self.feeds.lock();
         let slot = match feeds.free.pop() {
             Some(free) => free,
@@ -399,7 +397,14 @@ impl BellBlocker {
             }
         };
         feeds.slots[slot] = Some(feed);
-        (slot, if slot < HINT_SLOTS { 1 << slot } else { 0 })
+        slot
+    }
+
+    /// A feed slot's bit in the hints of the endpoints its counter is bound to
+    /// ([`Self::publish`]): one of the first [`HINT_SLOTS`] has one, others (and no slot,
+    /// `usize::MAX`) 0.
+    pub fn hint_of(slot: usize) -> u64 {
+        if slot < HINT_SLOTS { 1 << slot } else { 0 }
     }
 
     /// Removes `feed` from `slot` (again: nothing).
@@ -1401,10 +1406,11 @@ mod tests {
             .map(|f| f as &dyn Progressed as *const dyn Progressed);
         // SAFETY: the feeds outlive their removal below.
         let slots = ptrs.map(|p| unsafe { bell.add_feed(p) });
-        assert_eq!(slots, [(0, 1), (1, 2)]);
+        assert_eq!(slots, [0, 1]);
+        assert_eq!(slots.map(BellBlocker::hint_of), [1, 2]);
         let addr = format!("fi_shm://rscntr_hint_test_{}", std::process::id());
         let name = bell
-            .publish(addr.as_bytes(), slots[1].1)
+            .publish(addr.as_bytes(), BellBlocker::hint_of(slots[1]))
             .expect("published");
         let peer = map_peer(addr.as_bytes()).expect("the bell maps as a peer's");
         let progressed = || feeds.each_ref().map(|f| f.0.load(SeqCst));
@@ -1433,7 +1439,7 @@ mod tests {
             "the other feed, not before the next arming"
         );
         drop(name);
-        for (p, (slot, _)) in ptrs.into_iter().zip(slots) {
+        for (p, slot) in ptrs.into_iter().zip(slots) {
             bell.remove_feed(slot, p);
         }
     }

@@ -8,7 +8,7 @@
 //! [`open_core_cntr`]: what the core blocks on, that opened, the core counter opened on it,
 //! then armed ([`new_feed`]).
 
-use super::bell::Progressed;
+use super::bell::{BellBlocker, Progressed};
 use super::blocker::{
     self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Plan, epoll_add,
     epoll_add_shared,
@@ -56,10 +56,9 @@ pub struct CoreFeed {
     /// Over a core whose counter read drives every bound endpoint and that counts through
     /// FI_PEER: how often reads drive it (`reads.rs`).
     reads: Option<ReadDuty>,
-    /// Over the doorbell: this feed's slot in the domain's bell, and its bit in the hints
-    /// ringing peers leave (0: none), see `BellBlocker::add_feed`.
+    /// Over the doorbell: this feed's slot in the domain's bell (`usize::MAX`: none), see
+    /// `BellBlocker::add_feed`.
     bell_slot: AtomicUsize,
-    bell_hint: AtomicU64,
 }
 
 /// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.
@@ -220,16 +219,9 @@ fn new_feed(
         _counted_ops: counted_ops,
         reads,
         bell_slot: AtomicUsize::new(usize::MAX),
-        bell_hint: AtomicU64::new(0),
     });
-    if let CoreBlocker::Bell(b) = &feed.blocker {
-        // SAFETY: the feed removes itself (close, drop) before it is freed; boxed, it does not
-        // move.
-        let (slot, hint) =
-            unsafe { b.add_feed(&*feed as &dyn Progressed as *const dyn Progressed) };
-        feed.bell_slot.store(slot, Ordering::Release);
-        feed.bell_hint.store(hint, Ordering::Release);
-    }
+    // SAFETY: boxed, the feed does not move.
+    unsafe { feed.join_bell() };
     if let CoreBlocker::Cntr(b) = &feed.blocker {
         // SAFETY: the core counter and the bias live as long as the feed, which owns the
         // blocker (the core counter is closed only when the feed is); sockets' reads run no
@@ -315,7 +307,7 @@ fn open_core_cntr_on(
 
 impl Feed for CoreFeed {
     fn bell_hint(&self) -> u64 {
-        self.bell_hint.load(Ordering::Acquire)
+        BellBlocker::hint_of(self.bell_slot())
     }
 
     fn core_cntr(&self) -> *mut ofi::fid_cntr {
@@ -478,23 +470,13 @@ impl Feed for CoreFeed {
         if core.is_null() {
             return Ok(());
         }
-        if let CoreBlocker::Bell(b) = &self.blocker {
-            // No waiter of the domain drives it from now on (a failed close puts it back).
-            b.remove_feed(
-                self.bell_slot(),
-                self as &dyn Progressed as *const dyn Progressed,
-            );
-        }
+        // No waiter of the domain drives it from now on (a failed close puts it back).
+        self.leave_bell();
         // SAFETY: the core counter was opened by open_core_cntr() and nothing else closes it.
         let ret = unsafe { ofi::fi_close(core.cast()) };
         if ret != 0 {
-            if let CoreBlocker::Bell(b) = &self.blocker {
-                // SAFETY: as in new_feed: the feed lives on, and removes itself when dropped.
-                let (slot, hint) =
-                    unsafe { b.add_feed(self as &dyn Progressed as *const dyn Progressed) };
-                self.bell_slot.store(slot, Ordering::Release);
-                self.bell_hint.store(hint, Ordering::Release);
-            }
+            // SAFETY: the feed stays where new_feed boxed it.
+            unsafe { self.join_bell() };
             return Err(ret);
         }
         self.core_cntr
@@ -523,18 +505,37 @@ impl Progressed for CoreFeed {
 
 impl Drop for CoreFeed {
     fn drop(&mut self) {
-        if let CoreBlocker::Bell(b) = &self.blocker {
-            b.remove_feed(
-                self.bell_slot(),
-                self as &dyn Progressed as *const dyn Progressed,
-            );
-        }
+        self.leave_bell();
     }
 }
 
 impl CoreFeed {
     fn bell_slot(&self) -> usize {
         self.bell_slot.load(Ordering::Acquire)
+    }
+
+    /// Over the doorbell: the feed joins the domain's bell (a slot, progressed by its
+    /// waiters), until it removes itself (close, drop).
+    ///
+    /// # Safety
+    /// The feed does not move until dropped (it is boxed).
+    unsafe fn join_bell(&self) {
+        if let CoreBlocker::Bell(b) = &self.blocker {
+            // SAFETY: the feed removes itself (close, drop) before it is freed; it does not
+            // move (the caller's contract).
+            let slot = unsafe { b.add_feed(self as &dyn Progressed as *const dyn Progressed) };
+            self.bell_slot.store(slot, Ordering::Release);
+        }
+    }
+
+    /// Leaves the domain's bell (again, after a close: nothing).
+    fn leave_bell(&self) {
+        if let CoreBlocker::Bell(b) = &self.blocker {
+            b.remove_feed(
+                self.bell_slot(),
+                self as &dyn Progressed as *const dyn Progressed,
+            );
+        }
     }
 
     /// Drives the progress of the endpoints bound to this counter (a read of the core counter)
