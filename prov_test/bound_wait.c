@@ -33,6 +33,30 @@ static struct fid_fabric *fabric;
 static struct fid_domain *domain;
 static char buf[2][SIZE];
 
+/* FI_THREAD_DOMAIN: the waiter's and the sender's calls into the domain take this lock. */
+static int serialize;
+static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void api_enter(void)
+{
+	if (serialize)
+		pthread_mutex_lock(&api_lock);
+}
+
+static void api_leave(void)
+{
+	if (serialize)
+		pthread_mutex_unlock(&api_lock);
+}
+
+static uint64_t read_serialized(struct fid_cntr *cntr)
+{
+	api_enter();
+	uint64_t v = fi_cntr_read(cntr);
+	api_leave();
+	return v;
+}
+
 struct waiter {
 	struct fid_cntr *cntr;
 	enum fi_wait_obj wait_obj;
@@ -53,17 +77,20 @@ static void *wait_one(void *arg)
 		int fd = -1;
 		w->ret = fi_control(&w->cntr->fid, FI_GETWAIT, &fd);
 		double t0 = now_ms();
-		while (!w->ret && fi_cntr_read(w->cntr) < 1 && now_ms() - t0 < 10000) {
+		while (!w->ret && read_serialized(w->cntr) < 1 && now_ms() - t0 < 10000) {
 			struct fid *f = &w->cntr->fid;
-			if (fi_trywait(fabric, &f, 1) == 0) {
+			api_enter();
+			int armed = fi_trywait(fabric, &f, 1);
+			api_leave();
+			if (armed == 0) {
 				struct pollfd p = { .fd = fd, .events = POLLIN };
 				(void) poll(&p, 1, 10000);
 			}
 		}
-		if (!w->ret && fi_cntr_read(w->cntr) < 1)
+		if (!w->ret && read_serialized(w->cntr) < 1)
 			w->ret = -FI_ETIMEDOUT;
 	}
-	w->value = fi_cntr_read(w->cntr);
+	w->value = read_serialized(w->cntr);
 	return NULL;
 }
 
@@ -195,7 +222,9 @@ static void one(struct fi_info *info, enum fi_wait_obj wait_obj, int blocks, con
 		      ours_running);
 	}
 
+	api_enter();
 	CHECK_RET(POST(fi_send(ep, buf[0], SIZE, desc, self, NULL), cq), 0);
+	api_leave();
 	pthread_join(t, NULL);
 	CHECK(w.ret == 0 && w.value == 1, "%s waiter: ret %d value %lu", wait_name(wait_obj), w.ret,
 	      (unsigned long) w.value);
@@ -241,6 +270,19 @@ int main(void)
 		one(info, FI_WAIT_YIELD, 0, calls);
 	}
 	CHECK_RET(fi_close(&domain->fid), 0);
+
+	struct fi_info *serial = fi_dupinfo(info);
+	serial->domain_attr->threading = FI_THREAD_DOMAIN;
+	domain = NULL;
+	CHECK_RET(fi_domain(fabric, serial, &domain, NULL), 0);
+	if (domain) {
+		printf("bound_wait: an FD counter in an FI_THREAD_DOMAIN domain\n");
+		serialize = 1;
+		one(serial, FI_WAIT_FD, blocks, app_poll);
+		serialize = 0;
+		CHECK_RET(fi_close(&domain->fid), 0);
+	}
+	fi_freeinfo(serial);
 	CHECK_RET(fi_close(&fabric->fid), 0);
 	fi_freeinfo(info);
 	return finish("bound_wait");

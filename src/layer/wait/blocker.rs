@@ -189,6 +189,8 @@ pub struct FdBlocker {
     warned: AtomicBool,
     /// The domain's lock against driving the core while it closes an endpoint.
     closing: *const parking_lot::RwLock<()>,
+    /// An FD counter's epoll set holds the fd plainly (see [`CoreBlocker::hold_in`]).
+    plainly_held: AtomicBool,
     /// The core's `fi_trywait` on this object is no longer safe (see
     /// [`FdBlocker::forget_trywait`]): arming does nothing.
     no_trywait: AtomicBool,
@@ -293,6 +295,7 @@ impl FdBlocker {
             cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
             warned: AtomicBool::new(false),
             no_trywait: AtomicBool::new(false),
+            plainly_held: AtomicBool::new(false),
             closing,
             room,
         })
@@ -571,6 +574,18 @@ impl Blocker for CntrWaitBlocker {
     }
 }
 
+/// How an FD counter's epoll set holds the core's fd ([`CoreBlocker::hold_in`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Held {
+    /// Not at all: the watcher polls it for the counter, or the application reads.
+    No,
+    /// With `EPOLLEXCLUSIVE` among several sets, or as the one set that holds it.
+    Yes,
+    /// Plainly, as the one set of the domain's counters that does (the kernel refuses
+    /// `EPOLLEXCLUSIVE` for the fd), until [`CoreBlocker::let_go`].
+    Plainly,
+}
+
 /// What a bound counter sleeps on.
 pub enum CoreBlocker {
     Fd(std::sync::Arc<FdBlocker>),
@@ -595,6 +610,64 @@ impl CoreBlocker {
             CoreBlocker::Fd(b) => Some(b.fd()),
             CoreBlocker::Bell(b) => Some(b.socket_fd()),
             _ => None,
+        }
+    }
+
+    /// Puts the core's fd into `ep`, an FD counter's epoll set: with `EPOLLEXCLUSIVE` where
+    /// several counters' sets hold it (`shared`). Linux refuses that flag for an epoll fd
+    /// (tcp's progress fd is one): held plainly by every set, one completion would wake every
+    /// poller of the domain. So one counter's set holds it plainly (its poller is woken by the
+    /// core itself, in one hop) and the others' are left to the watcher, which polls it for
+    /// them and signals the counter a completion moved (two hops, one poller woken). Where the
+    /// watcher may not drive the core (`relay` false: not FI_THREAD_SAFE) every set holds it
+    /// plainly: a herd of pollers rather than fds that only the application's reads make
+    /// readable.
+    pub fn hold_in(&self, ep: RawFd, shared: bool, relay: bool) -> Held {
+        let Some(fd) = self.fd() else {
+            return Held::No;
+        };
+        let added = if shared {
+            epoll_add_shared(ep, fd)
+        } else {
+            epoll_add(ep, fd)
+        };
+        let refused = match added {
+            Ok(()) => return Held::Yes,
+            Err(e) => e,
+        };
+        let CoreBlocker::Fd(b) = self else {
+            fi_warn!(Cntr, "cannot add the core's fd to the counter's: {refused}");
+            return Held::No;
+        };
+        if !shared || refused.raw_os_error() != Some(libc::EINVAL) {
+            fi_warn!(Cntr, "cannot add the core's fd to the counter's: {refused}");
+            return Held::No;
+        }
+        let claimed = !b.plainly_held.swap(true, SeqCst);
+        if !claimed && relay {
+            fi_info!(
+                Cntr,
+                "the core's fd is an epoll fd another counter's set holds: the watcher polls it for this counter's fd"
+            );
+            return Held::No;
+        }
+        match epoll_add(ep, fd) {
+            Ok(()) if claimed => Held::Plainly,
+            Ok(()) => Held::Yes,
+            Err(e) => {
+                if claimed {
+                    b.plainly_held.store(false, SeqCst);
+                }
+                fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}");
+                Held::No
+            }
+        }
+    }
+
+    /// The counter whose set held the fd ([`Held::Plainly`]) closed: the next one may.
+    pub fn let_go(&self, held: Held) {
+        if let (Held::Plainly, CoreBlocker::Fd(b)) = (held, self) {
+            b.plainly_held.store(false, SeqCst);
         }
     }
 

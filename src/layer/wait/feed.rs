@@ -10,8 +10,7 @@
 
 use super::bell::{BellBlocker, Progressed};
 use super::blocker::{
-    self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Plan, epoll_add,
-    epoll_add_shared,
+    self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Held, Plan,
 };
 use super::reads::ReadDuty;
 use crate::boundary::ffi;
@@ -21,6 +20,7 @@ use crate::cntr::{AnyCntr, Armed, Feed, FeedRequest, Tally};
 use crate::engine::Wake;
 use crate::layer::hooks::{BindHook, CntrBind, Step, describe_flags};
 use crate::{fi_info, fi_warn, ofi};
+use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -42,6 +42,8 @@ pub struct CoreFeed {
     /// The core's fd is in the counter's FI_GETWAIT fd: fi_trywait arms the core instead of
     /// the watcher.
     fd_exported: bool,
+    /// How it holds it, until the counter closes ([`CoreBlocker::let_go`]).
+    held: Mutex<Held>,
     plan: Plan,
     watcher_may_progress: bool,
     /// The domain's lock against driving an endpoint the core is closing (the home's, which
@@ -180,18 +182,9 @@ fn new_feed(
         // SAFETY: the core counter was just opened with its peer context and is bound to
         // nothing yet; the ops live in the feed, as long as the core counter.
         .then(|| unsafe { count_through_peer(out) });
-    let mut fd_exported = false;
-    if let (Some(ep), Some(fd)) = (request.wait_fd, blocker.fd()) {
-        let added = if shared {
-            epoll_add_shared(ep, fd)
-        } else {
-            epoll_add(ep, fd)
-        };
-        match added {
-            Ok(()) => fd_exported = true,
-            Err(e) => fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}"),
-        }
-    }
+    let held = request.wait_fd.map_or(Held::No, |ep| {
+        blocker.hold_in(ep, shared, core.watcher_may_progress)
+    });
     fi_info!(
         Cntr,
         "waits on this counter sleep on {}",
@@ -217,7 +210,8 @@ fn new_feed(
         seen_err: AtomicU64::new(0),
         bias: AtomicU64::new(0),
         blocker,
-        fd_exported,
+        fd_exported: held != Held::No,
+        held: Mutex::new(held),
         plan: core.plan,
         watcher_may_progress: core.watcher_may_progress,
         closing: core.closing,
@@ -488,6 +482,7 @@ impl Feed for CoreFeed {
         }
         self.core_cntr
             .store(std::ptr::null_mut(), Ordering::Release);
+        self.let_go_of_fd();
         Ok(())
     }
 }
@@ -513,10 +508,17 @@ impl Progressed for CoreFeed {
 impl Drop for CoreFeed {
     fn drop(&mut self) {
         self.leave_bell();
+        self.let_go_of_fd();
     }
 }
 
 impl CoreFeed {
+    /// The counter is done with the core's fd: another counter's set may hold it (once).
+    fn let_go_of_fd(&self) {
+        let held = std::mem::replace(&mut *self.held.lock(), Held::No);
+        self.blocker.let_go(held);
+    }
+
     fn bell_slot(&self) -> usize {
         self.bell_slot.load(Ordering::Acquire)
     }
