@@ -195,6 +195,8 @@ pub struct BellBlocker {
     page: *mut Page,
     /// The page's memfd, kept open: peers open it through /proc/<pid>/fd/<n>.
     memfd: OwnedFd,
+    /// Its (device, inode), how a mapping of it is known as the domain's own.
+    file: (u64, u64),
     /// The longest sleep, in nanoseconds ([`NORMAL_SLEEP`] or [`FALLBACK_SLEEP`]).
     cap_ns: AtomicU64,
     /// The last sleep ended by the bell's own bound, not by a ring (see `unrung_arrival`).
@@ -250,10 +252,22 @@ impl BellBlocker {
             fi_warn!(Domain, "cannot make the doorbell's shared page: {e}");
             err::EOTHER
         })?;
+        // SAFETY: an all-zero stat is valid as an out value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: our own descriptor; st lives across the call.
+        if unsafe { libc::fstat(memfd.as_raw_fd(), &mut st) } != 0 {
+            fi_warn!(
+                Domain,
+                "cannot stat the doorbell's shared page: {}",
+                last_error()
+            );
+            return Err(err::EOTHER);
+        }
         Ok(BellBlocker {
             socket,
             page,
             memfd,
+            file: (st.st_dev, st.st_ino),
             cap_ns: AtomicU64::new(NORMAL_SLEEP.as_nanos() as u64),
             unrung_wake: AtomicBool::new(false),
             pull_ns: AtomicU64::new(PULL_BEFORE_SLEEP.as_nanos() as u64),
@@ -512,12 +526,24 @@ impl BellBlocker {
             // list's own twice: a word swapped to 0 rings once). Lock order: the blocker's
             // peers, then a table's (`PeerTable::slow` lets go of the table's before it lists).
             for t in self.peers.lock().iter() {
-                t.ring_armed();
+                t.ring_armed(self);
             }
         }
     }
 
-    /// A peer just mapped by a table of this blocker: on the list `ring_back` walks.
+    /// Whether `peer` is this bell, mapped by an endpoint of the domain that sends to another
+    /// endpoint of it (MPI ranks put their own address in their AV).
+    fn is_own(&self, peer: &PeerBell) -> bool {
+        peer.file == self.file
+    }
+
+    /// A peer just mapped by a table of this blocker: on the list `ring_back` walks. Never the
+    /// domain's own bell ([`Self::is_own`]): `ring_back` follows a waiter's pull, and that
+    /// waiter has just armed its own word; ringing it would undo the arming (a datagram on its
+    /// own socket, its word cleared), and the waiter would never sleep. Work that its pull
+    /// completes for another waiter of the domain reaches it through the counters it moves
+    /// (they interrupt their sleeping leader); a send toward the domain's own endpoint still
+    /// rings it (`ring.rs`).
     fn listed(&self, p: *const PeerBell) {
         let _one_at_a_time = self.peers.lock();
         let n = self
@@ -1096,6 +1122,9 @@ pub struct PeerBell {
     addr_len: libc::socklen_t,
     /// What to set in the page's `hints` when ringing (from the peer's name record).
     hints: u64,
+    /// The page's file (device, inode): the domain's own bell when an endpoint sends to an
+    /// endpoint of its own domain (see [`BellBlocker::is_own`]).
+    file: (u64, u64),
 }
 
 impl Drop for PeerBell {
@@ -1257,6 +1286,7 @@ fn map_peer(addr: &[u8]) -> Option<PeerBell> {
         addr: sa,
         addr_len: (std::mem::size_of::<libc::sa_family_t>() + len) as libc::socklen_t,
         hints: r.hints,
+        file: (st.st_dev, st.st_ino),
     })
 }
 
@@ -1339,8 +1369,11 @@ impl PeerTable {
                 let p = &*b as *const PeerBell as *mut PeerBell;
                 // Boxed, it stays where it is; listed after the table's lock is let go (see
                 // `BellBlocker::ring_back` for the lock order).
+                let own = bell.is_own(&b);
                 self.all.lock().push(b);
-                bell.listed(p);
+                if !own {
+                    bell.listed(p);
+                }
                 p
             }
             None => NO_BELL,
@@ -1371,10 +1404,12 @@ impl PeerTable {
         }
     }
 
-    /// Rings every mapped peer that is armed.
-    fn ring_armed(&self) {
+    /// Rings every mapped peer that is armed, but `bell` itself (see `BellBlocker::listed`).
+    fn ring_armed(&self, bell: &BellBlocker) {
         for p in self.all.lock().iter() {
-            p.ring_if_armed();
+            if !bell.is_own(p) {
+                p.ring_if_armed();
+            }
         }
     }
 }
