@@ -169,6 +169,7 @@ pub unsafe fn patch(
                 // rscntr's progress thread waits on the domain's behalf.
                 waits_seen: std::sync::atomic::AtomicBool::new(auto_progress),
                 unbelled: std::sync::atomic::AtomicBool::new(false),
+                fd_held_plainly: std::sync::atomic::AtomicBool::new(false),
                 room: Default::default(),
                 deferred: Default::default(),
                 rma: rma.then(RmaEvents::default),

@@ -40,6 +40,8 @@ pub struct CoreHome {
     pub waits_seen: std::sync::atomic::AtomicBool,
     /// An endpoint was enabled over shm before the domain waited (see `CoreWaits::unbelled`).
     pub unbelled: std::sync::atomic::AtomicBool,
+    /// An FD counter's epoll set holds the core's fd plainly (see `CoreBlocker::hold_in`).
+    pub fd_held_plainly: std::sync::atomic::AtomicBool,
     /// Where the threads waiting on the domain's bound counters meet, one leading for all
     /// (`engine::Room`), when the plan sleeps on fds.
     pub room: Arc<crate::engine::Room>,
@@ -121,6 +123,7 @@ impl CoreHome {
             closing: &self.deferred.closing,
             bell: &self.bell,
             unbelled: &self.unbelled,
+            fd_held_plainly: &self.fd_held_plainly,
         }
     }
 

@@ -130,6 +130,8 @@ pub struct CoreWaits<'a> {
     pub bell: &'a parking_lot::Mutex<Option<std::sync::Arc<BellBlocker>>>,
     /// An endpoint of the domain was enabled without a doorbell (before the domain waited).
     pub unbelled: &'a AtomicBool,
+    /// An FD counter's epoll set holds the core's fd plainly ([`CoreBlocker::hold_in`]).
+    pub fd_held_plainly: &'a AtomicBool,
 }
 
 const UNBELLED: &str = "an endpoint enabled before the domain opened a counter or CQ that waits";
@@ -189,8 +191,6 @@ pub struct FdBlocker {
     warned: AtomicBool,
     /// The domain's lock against driving the core while it closes an endpoint.
     closing: *const parking_lot::RwLock<()>,
-    /// An FD counter's epoll set holds the fd plainly (see [`CoreBlocker::hold_in`]).
-    plainly_held: AtomicBool,
     /// The core's `fi_trywait` on this object is no longer safe (see
     /// [`FdBlocker::forget_trywait`]): arming does nothing.
     no_trywait: AtomicBool,
@@ -295,7 +295,6 @@ impl FdBlocker {
             cap_ns: AtomicU64::new(cap.map_or(0, |c| c.as_nanos() as u64)),
             warned: AtomicBool::new(false),
             no_trywait: AtomicBool::new(false),
-            plainly_held: AtomicBool::new(false),
             closing,
             room,
         })
@@ -582,7 +581,7 @@ pub enum Held {
     /// With `EPOLLEXCLUSIVE` among several sets, or as the one set that holds it.
     Yes,
     /// Plainly, as the one set of the domain's counters that does (the kernel refuses
-    /// `EPOLLEXCLUSIVE` for the fd), until [`CoreBlocker::let_go`].
+    /// `EPOLLEXCLUSIVE` for the fd), until the counter closes and lets go of the domain's claim.
     Plainly,
 }
 
@@ -613,41 +612,41 @@ impl CoreBlocker {
         }
     }
 
-    /// Puts the core's fd into `ep`, an FD counter's epoll set: with `EPOLLEXCLUSIVE` where
-    /// several counters' sets hold it (`shared`). Linux refuses that flag for an epoll fd
-    /// (tcp's progress fd is one): held plainly by every set, one completion would wake every
-    /// poller of the domain. So one counter's set holds it plainly (its poller is woken by the
-    /// core itself, in one hop) and the others' are left to the watcher, which polls it for
-    /// them and signals the counter a completion moved (two hops, one poller woken). Where the
-    /// watcher may not drive the core (`relay` false: not FI_THREAD_SAFE) every set holds it
-    /// plainly: a herd of pollers rather than fds that only the application's reads make
-    /// readable.
-    pub fn hold_in(&self, ep: RawFd, shared: bool, relay: bool) -> Held {
+    /// Puts the core's fd into `ep`, an FD counter's epoll set, so that the core's own event
+    /// wakes the thread in `poll()` on it. Where several counters' sets would hold fds that one
+    /// completion makes readable, each of their pollers would be woken by it (a herd that
+    /// spins: `prov_test/room_stress.c` counted 250 readable polls per message over
+    /// `tcp;ofi_rxm` with 32 pollers). The doorbell's socket is added with `EPOLLEXCLUSIVE`
+    /// (one poller woken). Linux refuses that flag for an epoll fd, and the core fds are
+    /// epoll fds: tcp's progress fd, shared by the domain's counters (`shared`), or each
+    /// counter's own wait set (rxm, rxd), which holds the same core fds as the others'. So
+    /// one counter's set of the domain holds its fd plainly (`claim`: its poller is woken by
+    /// the core itself, in one hop) and the others' are left to the watcher, which polls the
+    /// core for them and signals the counter a completion moved (two hops, one poller woken).
+    /// Where the watcher may not drive the core (`relay` false: not FI_THREAD_SAFE) every set
+    /// holds its fd plainly: a herd of pollers rather than fds that only the application's
+    /// reads make readable.
+    pub fn hold_in(&self, ep: RawFd, shared: bool, relay: bool, claim: &AtomicBool) -> Held {
         let Some(fd) = self.fd() else {
             return Held::No;
         };
-        let added = if shared {
-            epoll_add_shared(ep, fd)
-        } else {
-            epoll_add(ep, fd)
-        };
-        let refused = match added {
-            Ok(()) => return Held::Yes,
-            Err(e) => e,
-        };
-        let CoreBlocker::Fd(b) = self else {
-            fi_warn!(Cntr, "cannot add the core's fd to the counter's: {refused}");
-            return Held::No;
-        };
-        if !shared || refused.raw_os_error() != Some(libc::EINVAL) {
-            fi_warn!(Cntr, "cannot add the core's fd to the counter's: {refused}");
-            return Held::No;
+        if !matches!(self, CoreBlocker::Fd(_)) || shared {
+            match epoll_add_shared(ep, fd) {
+                Ok(()) => return Held::Yes,
+                Err(e)
+                    if matches!(self, CoreBlocker::Fd(_))
+                        && e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => {
+                    fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}");
+                    return Held::No;
+                }
+            }
         }
-        let claimed = !b.plainly_held.swap(true, SeqCst);
+        let claimed = !claim.swap(true, SeqCst);
         if !claimed && relay {
             fi_info!(
                 Cntr,
-                "the core's fd is an epoll fd another counter's set holds: the watcher polls it for this counter's fd"
+                "another FD counter's set holds the core's fd: the watcher polls the core for this counter's fd"
             );
             return Held::No;
         }
@@ -656,18 +655,11 @@ impl CoreBlocker {
             Ok(()) => Held::Yes,
             Err(e) => {
                 if claimed {
-                    b.plainly_held.store(false, SeqCst);
+                    claim.store(false, SeqCst);
                 }
                 fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}");
                 Held::No
             }
-        }
-    }
-
-    /// The counter whose set held the fd ([`Held::Plainly`]) closed: the next one may.
-    pub fn let_go(&self, held: Held) {
-        if let (Held::Plainly, CoreBlocker::Fd(b)) = (held, self) {
-            b.plainly_held.store(false, SeqCst);
         }
     }
 

@@ -42,8 +42,11 @@ pub struct CoreFeed {
     /// The core's fd is in the counter's FI_GETWAIT fd: fi_trywait arms the core instead of
     /// the watcher.
     fd_exported: bool,
-    /// How it holds it, until the counter closes ([`CoreBlocker::let_go`]).
+    /// How it holds it, until the counter closes (see [`CoreFeed::let_go_of_fd`]).
     held: Mutex<Held>,
+    /// The domain's claim on holding the core's fd plainly (the home's, which outlives its
+    /// counters).
+    fd_claim: *const std::sync::atomic::AtomicBool,
     plan: Plan,
     watcher_may_progress: bool,
     /// The domain's lock against driving an endpoint the core is closing (the home's, which
@@ -183,7 +186,7 @@ fn new_feed(
         // nothing yet; the ops live in the feed, as long as the core counter.
         .then(|| unsafe { count_through_peer(out) });
     let held = request.wait_fd.map_or(Held::No, |ep| {
-        blocker.hold_in(ep, shared, core.watcher_may_progress)
+        blocker.hold_in(ep, shared, core.watcher_may_progress, core.fd_held_plainly)
     });
     fi_info!(
         Cntr,
@@ -212,6 +215,7 @@ fn new_feed(
         blocker,
         fd_exported: held != Held::No,
         held: Mutex::new(held),
+        fd_claim: core.fd_held_plainly,
         plan: core.plan,
         watcher_may_progress: core.watcher_may_progress,
         closing: core.closing,
@@ -515,8 +519,10 @@ impl Drop for CoreFeed {
 impl CoreFeed {
     /// The counter is done with the core's fd: another counter's set may hold it (once).
     fn let_go_of_fd(&self) {
-        let held = std::mem::replace(&mut *self.held.lock(), Held::No);
-        self.blocker.let_go(held);
+        if std::mem::replace(&mut *self.held.lock(), Held::No) == Held::Plainly {
+            // SAFETY: the domain's home outlives its counters.
+            unsafe { &*self.fd_claim }.store(false, Ordering::SeqCst);
+        }
     }
 
     fn bell_slot(&self) -> usize {
