@@ -691,8 +691,9 @@ pub fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
     epoll_add_with(ep, fd, false)
 }
 
-/// Adds a core fd that several counters' epoll sets hold (tcp's progress fd, the doorbell's
-/// socket) with `EPOLLEXCLUSIVE`: one completion then wakes one of the threads in `poll()` on
+/// Adds a core fd that several counters' epoll sets hold (the doorbell's socket; Linux refuses
+/// the flag for an epoll fd such as tcp's progress fd: see [`CoreBlocker::hold_in`]) with
+/// `EPOLLEXCLUSIVE`: one completion then wakes one of the threads in `poll()` on
 /// those sets, not all; whichever it is drives the core's progress with its next call on its
 /// counter (`fi_trywait`, `fi_cntr_read`), which counts into every counter and signals the
 /// eventfd of each one it moved, so the thread the completion was for wakes too.
