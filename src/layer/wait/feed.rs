@@ -61,11 +61,6 @@ pub struct CoreFeed {
     /// Over a core whose counter read drives every bound endpoint and that counts through
     /// FI_PEER: how often reads drive it (`reads.rs`).
     reads: Option<ReadDuty>,
-    /// The core keeps a count of errors in its own counter, which `readerr` returns. Not where
-    /// it counts straight into the rscntr counter (util-based cores over FI_PEER: their
-    /// counter's `readerr` is libfabric's `fi_no_cntr_readerr`, a 0 that a waker's cold path
-    /// should not pay for).
-    errors_in_core: bool,
     /// Over the doorbell: this feed's slot in the domain's bell (`usize::MAX`: none), see
     /// `BellBlocker::add_feed`.
     bell_slot: AtomicUsize,
@@ -203,9 +198,8 @@ fn new_feed(
     // endpoint bound to it and the core counts straight into the rscntr counter (util-based
     // cores, over FI_PEER): not tcp (it counts into its own counter, which only a read takes
     // in, and its read does not grow), nor sockets (its own thread progresses).
-    let counts_into_rscntr =
-        peer && matches!(core.plan, Plan::Yield | Plan::Bell | Plan::FdSet { .. });
-    let reads = counts_into_rscntr.then(ReadDuty::new);
+    let reads = (peer && matches!(core.plan, Plan::Yield | Plan::Bell | Plan::FdSet { .. }))
+        .then(ReadDuty::new);
     let feed = Box::new(CoreFeed {
         core_cntr: AtomicPtr::new(out),
         unenabled: AtomicUsize::new(0),
@@ -222,7 +216,6 @@ fn new_feed(
         _peer_context: peer_context,
         _counted_ops: counted_ops,
         reads,
-        errors_in_core: !counts_into_rscntr,
         bell_slot: AtomicUsize::new(usize::MAX),
     });
     // SAFETY: boxed, the feed does not move.
@@ -564,10 +557,7 @@ impl CoreFeed {
         }
         // SAFETY: an open core counter; its ops table is the core's.
         let ops = unsafe { &*(*core).ops };
-        if errors_too
-            && self.errors_in_core
-            && let Some(readerr) = ops.readerr
-        {
+        if errors_too && let Some(readerr) = ops.readerr {
             // SAFETY: as above.
             let now = unsafe { readerr(core) };
             take_increase(&self.seen_err, now, |d| tally.count_err(d));
