@@ -630,37 +630,22 @@ impl CoreBlocker {
         let Some(fd) = self.fd() else {
             return Held::No;
         };
-        if !matches!(self, CoreBlocker::Fd(_)) || shared {
+        let core_epoll_fd = matches!(self, CoreBlocker::Fd(_));
+        let held = if core_epoll_fd && !shared {
+            hold_plainly(ep, fd, relay, claim)
+        } else {
             match epoll_add_shared(ep, fd) {
-                Ok(()) => return Held::Yes,
-                Err(e)
-                    if matches!(self, CoreBlocker::Fd(_))
-                        && e.raw_os_error() == Some(libc::EINVAL) => {}
-                Err(e) => {
-                    fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}");
-                    return Held::No;
+                // tcp's progress fd is an epoll fd
+                Err(e) if core_epoll_fd && e.raw_os_error() == Some(libc::EINVAL) => {
+                    hold_plainly(ep, fd, relay, claim)
                 }
+                added => added.map(|()| Held::Yes),
             }
-        }
-        let claimed = !claim.swap(true, SeqCst);
-        if !claimed && relay {
-            fi_info!(
-                Cntr,
-                "another FD counter's set holds the core's fd: the watcher polls the core for this counter's fd"
-            );
-            return Held::No;
-        }
-        match epoll_add(ep, fd) {
-            Ok(()) if claimed => Held::Plainly,
-            Ok(()) => Held::Yes,
-            Err(e) => {
-                if claimed {
-                    claim.store(false, SeqCst);
-                }
-                fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}");
-                Held::No
-            }
-        }
+        };
+        held.unwrap_or_else(|e| {
+            fi_warn!(Cntr, "cannot add the core's fd to the counter's: {e}");
+            Held::No
+        })
     }
 
     /// The wait set to open the core counter on, if the plan has one per counter.
@@ -670,6 +655,26 @@ impl CoreBlocker {
             _ => None,
         }
     }
+}
+
+/// Adds the core's fd to `ep` plainly if this set takes the domain's `claim` (or if every set
+/// must: `relay` false); see [`CoreBlocker::hold_in`].
+fn hold_plainly(ep: RawFd, fd: RawFd, relay: bool, claim: &AtomicBool) -> std::io::Result<Held> {
+    let claimed = !claim.swap(true, SeqCst);
+    if !claimed && relay {
+        fi_info!(
+            Cntr,
+            "another FD counter's set holds the core's fd: the watcher polls the core for this counter's fd"
+        );
+        return Ok(Held::No);
+    }
+    epoll_add(ep, fd)
+        .map(|()| if claimed { Held::Plainly } else { Held::Yes })
+        .inspect_err(|_| {
+            if claimed {
+                claim.store(false, SeqCst);
+            }
+        })
 }
 
 /// The epoll set an FD counter of a layered domain hands out, holding its eventfd (and, once the

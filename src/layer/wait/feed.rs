@@ -20,10 +20,9 @@ use crate::cntr::{AnyCntr, Armed, Feed, FeedRequest, Tally};
 use crate::engine::Wake;
 use crate::layer::hooks::{BindHook, CntrBind, Step, describe_flags};
 use crate::{fi_info, fi_warn, ofi};
-use parking_lot::Mutex;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 pub struct CoreFeed {
     /// The core counter; NULL once closed.
@@ -42,8 +41,9 @@ pub struct CoreFeed {
     /// The core's fd is in the counter's FI_GETWAIT fd: fi_trywait arms the core instead of
     /// the watcher.
     fd_exported: bool,
-    /// How it holds it, until the counter closes (see [`CoreFeed::let_go_of_fd`]).
-    held: Mutex<Held>,
+    /// It holds the domain's claim on the core's fd (held plainly) until the counter closes
+    /// (see [`CoreFeed::let_go_of_fd`]).
+    holds_claim: AtomicBool,
     /// The domain's claim on holding the core's fd plainly (the home's, which outlives its
     /// counters).
     fd_claim: *const std::sync::atomic::AtomicBool,
@@ -208,7 +208,7 @@ fn new_feed(
         bias: AtomicU64::new(0),
         blocker,
         fd_exported: held != Held::No,
-        held: Mutex::new(held),
+        holds_claim: AtomicBool::new(held == Held::Plainly),
         fd_claim: core.fd_held_plainly,
         plan: core.plan,
         watcher_may_progress: core.watcher_may_progress,
@@ -512,7 +512,7 @@ impl Drop for CoreFeed {
 impl CoreFeed {
     /// The counter is done with the core's fd: another counter's set may hold it (once).
     fn let_go_of_fd(&self) {
-        if std::mem::replace(&mut *self.held.lock(), Held::No) == Held::Plainly {
+        if self.holds_claim.swap(false, Ordering::SeqCst) {
             // SAFETY: the domain's home outlives its counters.
             unsafe { &*self.fd_claim }.store(false, Ordering::SeqCst);
         }
