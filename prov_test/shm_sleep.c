@@ -832,6 +832,24 @@ static void tell(struct kid *k, const char *fmt, ...)
 		fprintf(stderr, NAME ": could not tell %s '%s'", k->name, line);
 }
 
+/* Removes shm's own files of a killed child: shm names them <pid>:<uid>:<n> and removes them
+ * at close or on the signals it catches, never after a SIGKILL; a later process given the same
+ * pid (pids wrap) then fails to open its shm endpoint (-FI_EBUSY: shm takes the file for a
+ * live process's). A test that kills must clean up after what it killed. */
+static void remove_shm_files_of(pid_t pid)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "%d:%u:", (int) pid, (unsigned) getuid());
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, strlen(prefix)) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+			printf("removed /dev/shm/%s, shm's file of a killed child\n", e->d_name);
+	closedir(d);
+}
+
 /* Reaps k (SIGKILL after timeout_ms); its status. */
 static int reap(struct kid *k, int timeout_ms)
 {
@@ -848,6 +866,8 @@ static int reap(struct kid *k, int timeout_ms)
 		fprintf(stderr, NAME ": %s did not end within %d ms: killed\n", k->name, timeout_ms);
 	}
 	track(k->pid, 0);
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+		remove_shm_files_of(k->pid);
 	k->status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
 	if (r == 0)
 		k->status = 1000;
