@@ -59,8 +59,15 @@ step() { # <suites> <name> <command...>; a command exiting 77 is skipped (it say
     fi
     [ $take = 1 ] || return 0
     printf '\n==== %s\n' "$name"
-    local t0=$SECONDS
+    local t0=$SECONDS shm0 left
+    shm0=$(ls /dev/shm 2>/dev/null)
     "$@"; rc=$?
+    # shm names its files by pid: one left behind makes a later process of that pid fail to
+    # open its endpoint (-FI_EBUSY), so what a step leaves in the shared /dev/shm is shown
+    left=$(comm -13 <(sort <<<"$shm0") <(ls /dev/shm 2>/dev/null | sort) | tr '\n' ' ')
+    if [ -n "$left" ]; then
+        printf '==== left in /dev/shm by this step: %s\n' "$left"
+    fi
     if [ $rc -eq 0 ]; then
         passed=$((passed + 1)); printf '==== ok: %s (%ss)\n' "$name" $((SECONDS - t0))
     elif [ $rc -eq 77 ]; then
