@@ -901,3 +901,86 @@ fn a_doorbell_without_its_fence_loses_a_wake() {
         &[rscntr::engine::bell::FUTEX],
     );
 }
+
+/// How a worker of the hints model rings: publishes nothing itself (the model did), leaves
+/// `bit` in `hints` as its hint, returns the ways to ring.
+type HintedRing = fn(&rscntr::engine::bell::AtomicU32, &AtomicU64, u64) -> u32;
+
+/// The hints (`engine::bell::RUNG`): two workers publish work in two places (a hint bit each)
+/// and ring; the sleeper, once rung, looks after each arming only where the hints point. It
+/// must see both works: a wake lost to a hint it took too early is a deadlock loom reports.
+fn hinted_doorbell_model(ring: HintedRing) {
+    use rscntr::engine::bell;
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(2);
+    b.check(move || {
+        let word = Arc::new(bell::AtomicU32::new(0));
+        let hints = Arc::new(AtomicU64::new(0));
+        let work = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let rung: Bell = Arc::new((Mutex::new(false), Condvar::new()));
+        let workers: Vec<_> = (0..2)
+            .map(|i| {
+                let (word, hints, work, rung) =
+                    (word.clone(), hints.clone(), work.clone(), rung.clone());
+                thread::spawn(move || {
+                    work[i].store(1, Relaxed);
+                    if ring(&word, &hints, 1 << i) & bell::FUTEX != 0 {
+                        *rung.0.lock().unwrap() = true;
+                        rung.1.notify_one();
+                    }
+                })
+            })
+            .collect();
+        let mut seen = [false, false];
+        loop {
+            let was = bell::arm_seeing(&word, bell::FUTEX);
+            // The look: everywhere, or, the word rung, where the hints point.
+            let look = if was & bell::RUNG != 0 {
+                hints.swap(0, SeqCst)
+            } else {
+                0b11
+            };
+            for (i, s) in seen.iter_mut().enumerate() {
+                if look & (1 << i) != 0 && work[i].load(Relaxed) != 0 {
+                    *s = true;
+                }
+            }
+            if seen == [true, true] {
+                break;
+            }
+            if was & bell::FUTEX != 0 {
+                // Armed before this look: asleep until rung.
+                let mut r = rung.0.lock().unwrap();
+                while !*r {
+                    r = rung.1.wait(r).unwrap();
+                }
+                *r = false;
+            }
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
+/// No work lost to the hints: whatever a worker published after the ring that set `RUNG`, the
+/// sleeper's hinted look finds, or the worker's second look sees it armed and rings.
+#[test]
+fn a_hinted_look_misses_no_work() {
+    hinted_doorbell_model(|word, hints, bit| {
+        rscntr::engine::bell::rings_telling(word, || {
+            hints.fetch_or(bit, SeqCst);
+        })
+    });
+}
+
+/// The planted lost wake: a worker that leaves its hint and does not look at the word again.
+#[test]
+#[should_panic]
+fn a_worker_without_its_second_look_loses_a_wake() {
+    hinted_doorbell_model(|word, hints, bit| {
+        rscntr::engine::bell::rings_without_second_look(word, || {
+            hints.fetch_or(bit, SeqCst);
+        })
+    });
+}

@@ -35,17 +35,43 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 /// datagram), and one in `futex(2)` on the word itself (woken by `FUTEX_WAKE`).
 pub const SOCKET: u32 = 1;
 pub const FUTEX: u32 = 2;
+const WAYS: u32 = SOCKET | FUTEX;
+
+/// Not a way: what a worker that took the [`FUTEX`] way leaves in its place. Until it is
+/// cleared ([`end_rung`]), every worker that finds the word non-zero leaves its hint (`tell`)
+/// before it looks at the word again, and rings if it is armed by then: so a sleeper whose
+/// arming finds `RUNG` ([`arm_seeing`]) has every work published since that ring, and not seen
+/// by a look that took the hints, behind a hint. Workers pay for it only while a woken sleeper
+/// is between its wake and its next arming; while the word is 0, one fence and one load still.
+pub const RUNG: u32 = 4;
 
 /// Arms `word` for the sleepers of `way` ([`SOCKET`] or [`FUTEX`]); true when it was armed for
 /// them already (nobody rang since the last [`arm`]), false when this arming is new: the caller
 /// must look for work once more before it sleeps.
 #[inline]
 pub fn arm(word: &AtomicU32, way: u32) -> bool {
+    arm_seeing(word, way) & way != 0
+}
+
+/// [`arm`], returning the word as it was before (with [`RUNG`] in it, the look that follows may
+/// go only where hints point).
+#[inline]
+pub fn arm_seeing(word: &AtomicU32, way: u32) -> u32 {
     let was = word.fetch_or(way, SeqCst);
     // The look that follows is the core's own loads (C code, not SeqCst accesses): only a
     // fence keeps them after the arming on every architecture.
     fence(SeqCst);
-    was & way != 0
+    was
+}
+
+/// Ends the period [`RUNG`] opened (the sleeper that was rung leaves its wait, or it may have
+/// missed work that left no hint): workers stop leaving hints, and the next arming looks
+/// everywhere. Always safe.
+#[inline]
+pub fn end_rung(word: &AtomicU32) {
+    if word.load(Relaxed) & RUNG != 0 {
+        word.fetch_and(!RUNG, SeqCst);
+    }
 }
 
 /// Disarms `word` for the sleepers of `way` (a sleeper interrupted for its own reasons: it
@@ -81,16 +107,46 @@ pub fn rings_after_fence(word: &AtomicU32) -> u32 {
     rings_after_fence_telling(word, || {})
 }
 
-/// [`rings_after_fence`], calling `tell` between the load that found the word armed and the
-/// swap that disarms it: what the worker leaves for the sleeper (a hint of where to look
-/// first) is in place before the sleeper can see the word cleared. Not part of the no-lost-wake
-/// protocol: a worker that loses the swap to another, or a sleeper that looks before `tell`,
-/// only makes the hint arrive late.
+/// [`rings_after_fence`], calling `tell` (which must be a sequentially consistent write) when
+/// the word is not 0: what the worker leaves for the sleeper (a hint of where to look) is in
+/// place before the sleeper can see the word disarmed, and, while the word is [`RUNG`], before
+/// a sleeper that takes the hints after arming could miss it. The word is loaded again after
+/// `tell`: a sleeper that took the hints before this worker's hint armed before it, so that load
+/// sees it armed and this worker rings. Then the armed ways are taken (and [`RUNG`] left for the
+/// futex way's sleeper, see there).
 #[inline]
 pub fn rings_after_fence_telling(word: &AtomicU32, tell: impl FnOnce()) -> u32 {
     if word.load(Relaxed) == 0 {
         return 0;
     }
     tell();
-    word.swap(0, SeqCst)
+    take_ways(word)
+}
+
+/// Takes the ways armed in `word` (a sequentially consistent look, then the swap if any), leaving
+/// [`RUNG`] where it took the futex way.
+#[inline]
+fn take_ways(word: &AtomicU32) -> u32 {
+    let taken = word.fetch_update(SeqCst, SeqCst, |w| {
+        let rung = if w & FUTEX != 0 { RUNG } else { 0 };
+        (w & WAYS != 0).then_some((w & !WAYS) | rung)
+    });
+    taken.map_or(0, |was| was & WAYS)
+}
+
+/// The planted lost wake of the hints ([`RUNG`]): a worker that, the word found [`RUNG`] and not
+/// armed, leaves its hint and does not look at the word again. A sleeper that armed and took the
+/// hints just before the hint sleeps through the work: the loom models must catch it.
+#[doc(hidden)]
+pub fn rings_without_second_look(word: &AtomicU32, tell: impl FnOnce()) -> u32 {
+    fence(SeqCst);
+    let w = word.load(Relaxed);
+    if w == 0 {
+        return 0;
+    }
+    tell();
+    if w & WAYS == 0 {
+        return 0;
+    }
+    take_ways(word)
 }

@@ -809,6 +809,7 @@ impl<S: Store> Counter<S> {
         };
         self.wake.fetch_and(!BLOCKED, SeqCst);
         *self.blocked_in.lock() = None;
+        b.leader_left();
         result
     }
 

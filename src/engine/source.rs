@@ -120,6 +120,8 @@ pub trait Blocker: Sync {
     fn max_sleep(&self) -> Option<Duration> {
         None
     }
+    /// The thread that slept here for its room (or its counter) leaves its wait.
+    fn leader_left(&self) {}
 }
 
 // ---- Rooms: the waiters of one core domain ---------------------------------------------

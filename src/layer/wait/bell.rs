@@ -77,9 +77,15 @@ const SHM_DIR: &str = "/dev/shm/";
 const MAGIC: u64 = u64::from_le_bytes(*b"RSCNBEL1");
 /// 2: the armed word holds one bit per way of sleeping (`engine::bell::SOCKET`, `FUTEX`).
 /// 3: a ringer leaves hints (the page's `hints`, the record's `hints`).
-const VERSION: u32 = 3;
-/// Feeds of a domain that ringers can hint at (one bit each in a 64-bit word).
-const HINT_SLOTS: usize = 64;
+/// 4: a ringer of the futex way leaves `engine::bell::RUNG`, and every worker that finds the
+/// word not 0 hints ([`HINT_ALL`] when its record has no bits).
+const VERSION: u32 = 4;
+/// Feeds of a domain that ringers can hint at (one bit each in a 64-bit word, the last bit
+/// being [`HINT_ALL`]).
+const HINT_SLOTS: usize = 63;
+/// The hint of work for a feed with no bit of its own (or for an endpoint with no counter
+/// bound): every feed of the domain.
+const HINT_ALL: u64 = 1 << HINT_SLOTS;
 const PAGE: usize = 4096;
 /// The longest abstract socket address (`sun_path`).
 const ADDR_MAX: usize = 108;
@@ -296,11 +302,54 @@ impl BellBlocker {
     /// bound counter's endpoints (after the arming: see `engine::bell`), which counts into
     /// their counters and wakes their waiters: false (look again before sleeping) when a ring
     /// came or the word was not armed for `way` (first arming, or a peer disarmed it to ring).
+    ///
+    /// After a ring of the futex way, until the leader leaves its wait, the word holds
+    /// `engine::bell::RUNG` and every peer's operation toward the domain leaves a hint: an
+    /// arming that finds it drives only the hinted feeds (with 64 counters waited on, one
+    /// progress call per completion instead of 64). Not once a peer that never rings was seen
+    /// (its work leaves no hint).
     fn arm_for(&self, way: u32) -> bool {
         let rang = self.drain_socket();
-        let armed = bell::arm(self.armed(), way);
-        self.pull_domain();
-        armed && !rang
+        let was = bell::arm_seeing(self.armed(), way);
+        if was & bell::RUNG != 0 && !self.falls_back() {
+            self.pull_hinted();
+        } else {
+            self.pull_domain();
+        }
+        was & way != 0 && !rang
+    }
+
+    /// Peers that do not ring were seen: every sleep is bounded by [`FALLBACK_SLEEP`].
+    fn falls_back(&self) -> bool {
+        self.said_fallback
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The hinted feeds' progress (all of them for [`HINT_ALL`]), then a ring to the peers it
+    /// may have answered.
+    fn pull_hinted(&self) {
+        // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
+        let hints = unsafe { &(*self.page).hints }.swap(0, SeqCst);
+        if hints & HINT_ALL != 0 {
+            return self.pull_domain();
+        }
+        if hints != 0 {
+            self.progress_slots(hints);
+            self.ring_back();
+        }
+    }
+
+    /// Drives the feeds in the slots of `bits`' (a bit of no feed is ignored).
+    fn progress_slots(&self, mut bits: u64) {
+        let feeds = self.feeds.lock();
+        while bits != 0 {
+            let slot = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if let Some(Some(f)) = feeds.slots.get(slot) {
+                // SAFETY: a feed removes itself before it is freed (see add_feed).
+                unsafe { &**f }.progress_only();
+            }
+        }
     }
 
     /// [`Blocker::arm`] for a thread that sleeps in `poll()` on the socket ([`Self::socket_fd`]:
@@ -418,7 +467,11 @@ impl BellBlocker {
     /// ([`Self::publish`]): one of the first [`HINT_SLOTS`] has one, others (and no slot,
     /// `usize::MAX`) 0.
     pub fn hint_of(slot: usize) -> u64 {
-        if slot < HINT_SLOTS { 1 << slot } else { 0 }
+        if slot < HINT_SLOTS {
+            1 << slot
+        } else {
+            HINT_ALL
+        }
     }
 
     /// Removes `feed` from `slot` (again: nothing).
@@ -443,35 +496,30 @@ impl BellBlocker {
     /// first. Measured (`bench/growth.c -m waiters -N 64` over shm under `taskset -c 0`): a
     /// completion's waiter returned after 240-250 µs before hints, 75-83 µs with them and the
     /// yield (one waiter alone: 53-57).
+    /// The hints are left in place where this does not take them (its two early returns): the
+    /// next arming takes them (`pull_hinted`).
     fn progress_hinted(&self) {
-        // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
-        let hints = unsafe { &(*self.page).hints }.swap(0, SeqCst);
-        if hints == 0 {
-            return;
-        }
         if self.room.members() == 1 {
             // The leader alone (one thread waiting, however many counters): its own pull, next,
             // does what it waits for.
             return;
         }
-        let woken = crate::engine::woken_others_here();
-        {
-            let feeds = self.feeds.lock();
-            if feeds.iter().nth(1).is_none() {
-                // One feed: the waiter's own pull, next, is the same progress call.
-                return;
-            }
-            let mut bits = hints;
-            while bits != 0 {
-                let slot = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if let Some(Some(f)) = feeds.slots.get(slot) {
-                    // SAFETY: a feed removes itself before it is freed (see add_feed).
-                    unsafe { &**f }.progress_only();
-                }
-            }
+        if self.feeds.lock().iter().nth(1).is_none() {
+            // One feed: the waiter's own pull, next, is the same progress call.
+            return;
         }
-        self.ring_back();
+        // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
+        let hints = unsafe { &(*self.page).hints }.swap(0, SeqCst);
+        if hints == 0 {
+            return;
+        }
+        let woken = crate::engine::woken_others_here();
+        if hints & HINT_ALL != 0 {
+            self.pull_domain();
+        } else {
+            self.progress_slots(hints);
+            self.ring_back();
+        }
         if crate::engine::woken_others_here() != woken {
             std::thread::yield_now();
         }
@@ -669,8 +717,10 @@ impl Blocker for BellBlocker {
         }
         if !rung && !kicked && left == cap {
             // The bell's own bound ended this sleep (not a ring, an interrupt or the caller's
-            // deadline): see `unrung_arrival`.
+            // deadline): see `unrung_arrival`. What ended it may be work that left no hint:
+            // the next arming looks everywhere.
             self.unrung_wake.store(true, SeqCst);
+            bell::end_rung(self.armed());
         }
     }
 
@@ -702,6 +752,11 @@ impl Blocker for BellBlocker {
 
     fn max_sleep(&self) -> Option<Duration> {
         Some(Duration::from_nanos(self.cap_ns.load(SeqCst)))
+    }
+
+    /// Peers stop leaving hints (`engine::bell::RUNG`): nobody may be awake to take them.
+    fn leader_left(&self) {
+        bell::end_rung(self.armed());
     }
 }
 
@@ -1157,12 +1212,17 @@ impl PeerBell {
         }
     }
 
-    /// Where the operation landed, for the thread the ring wakes (see `progress_hinted`).
+    /// Where the operation landed, for the thread the ring wakes (see `progress_hinted`) or, the
+    /// word rung (`engine::bell::RUNG`), for the next arming (see `arm_for`); every feed when
+    /// the peer's record names none.
     #[cold]
     fn hint(&self, page: &Page) {
-        if self.hints != 0 {
-            page.hints.fetch_or(self.hints, SeqCst);
-        }
+        let bits = if self.hints != 0 {
+            self.hints
+        } else {
+            HINT_ALL
+        };
+        page.hints.fetch_or(bits, SeqCst);
     }
 
     /// Rings the `ways` this thread disarmed: one syscall each.
@@ -1473,6 +1533,25 @@ mod tests {
             after[0], before[0],
             "the other feed, not before the next arming"
         );
+        // Rung, the word holds RUNG: an arming drives only what peers hinted since.
+        bell.arm();
+        assert_eq!(
+            progressed(),
+            after,
+            "an arming after a ring, nothing hinted"
+        );
+        bell.arm();
+        peer.ring_if_armed();
+        bell.arm();
+        assert_eq!(
+            progressed(),
+            [after[0], after[1] + 1],
+            "an arming after a ring drives the hinted feed only"
+        );
+        // The leader leaves its wait: the next arming drives every feed again.
+        bell.leader_left();
+        bell.arm();
+        assert_eq!(progressed(), [after[0] + 1, after[1] + 2], "every feed");
         drop(name);
         for (p, slot) in ptrs.into_iter().zip(slots) {
             bell.remove_feed(slot, p);
