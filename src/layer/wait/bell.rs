@@ -30,7 +30,10 @@
 //! - **Hints.** An endpoint's name file also carries the slots of the counters bound to it
 //!   ([`BellBlocker::add_feed`]); a ringer sets them in the page's `hints` before it disarms the
 //!   word, and the thread it wakes progresses those counters' endpoints first
-//!   (`BellBlocker::progress_hinted`), not after the arming's pull of every endpoint.
+//!   (`BellBlocker::progress_hinted`), not after the arming's pull of every endpoint. After a
+//!   ring of the futex way the word stays `engine::bell::RUNG` until the leader leaves its wait,
+//!   every arrival meanwhile leaves a hint, and the leader's next arming drives only the hinted
+//!   feeds (`BellBlocker::arm_for`).
 //! - **Peers that do not ring.** A peer without a bell (plain shm, an rscntr process whose
 //!   domain never waits, another pid namespace) never rings: once rscntr sees one among the
 //!   peers it sends to, or enables an endpoint of its own without a bell, waits in the domain
