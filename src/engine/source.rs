@@ -120,7 +120,8 @@ pub trait Blocker: Sync {
     fn max_sleep(&self) -> Option<Duration> {
         None
     }
-    /// The thread that slept here for its room (or its counter) leaves its wait.
+    /// A thread that slept here (a room's leader, a CQ's reader, the fd watcher) is done
+    /// sleeping for now: whatever the blocker kept for its next arming may go.
     fn leader_left(&self) {}
 }
 

@@ -357,6 +357,9 @@ fn run() {
             drop(st);
             let slept_from = Instant::now();
             blocker.block(token, k, until);
+            // Its next arming looks everywhere (the doorbell's hints end with the sleep: the
+            // watcher may not come back to this blocker).
+            blocker.leader_left();
             stuck.slept(slept_from.elapsed(), true);
             st = lock();
             st.blocking = None;

@@ -637,6 +637,18 @@ impl BellBlocker {
         until: Option<Instant>,
         mut look: impl FnMut() -> Option<T>,
     ) -> Option<T> {
+        let found = self.sleep_outside_room_until_found(kick, until, &mut look);
+        // Peers stop leaving hints: nobody of this wait is awake to take them.
+        self.leader_left();
+        found
+    }
+
+    fn sleep_outside_room_until_found<T>(
+        &self,
+        kick: &EventFd,
+        until: Option<Instant>,
+        look: &mut impl FnMut() -> Option<T>,
+    ) -> Option<T> {
         loop {
             if !self.arm() {
                 if let Some(t) = look() {
