@@ -838,16 +838,15 @@ static void tell(struct kid *k, const char *fmt, ...)
  * live process's). A test that kills must clean up after what it killed. */
 static void remove_shm_files_of(pid_t pid)
 {
-	char prefix[64];
+	char prefix[64], path[300];
+	static struct names left;
 	snprintf(prefix, sizeof(prefix), "%d:%u:", (int) pid, (unsigned) getuid());
-	DIR *d = opendir("/dev/shm");
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, prefix, strlen(prefix)) && unlinkat(dirfd(d), e->d_name, 0) == 0)
-			printf("removed /dev/shm/%s, shm's file of a killed child\n", e->d_name);
-	closedir(d);
+	list_shm(&left, prefix);
+	for (int i = 0; i < left.n; i++) {
+		snprintf(path, sizeof(path), "/dev/shm/%s", left.name[i]);
+		if (unlink(path) == 0)
+			printf("removed %s, shm's file of a killed child\n", path);
+	}
 }
 
 /* Reaps k (SIGKILL after timeout_ms); its status. */
