@@ -328,18 +328,21 @@ impl BellBlocker {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The hinted feeds' progress (all of them for [`HINT_ALL`]), then a ring to the peers it
-    /// may have answered.
-    fn pull_hinted(&self) {
+    /// Takes the page's hints and drives the hinted feeds (all of them for [`HINT_ALL`]), then
+    /// rings the peers that progress may have answered; false when nothing was hinted.
+    fn pull_hinted(&self) -> bool {
         // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
         let hints = unsafe { &(*self.page).hints }.swap(0, SeqCst);
-        if hints & HINT_ALL != 0 {
-            return self.pull_domain();
+        if hints == 0 {
+            return false;
         }
-        if hints != 0 {
+        if hints & HINT_ALL != 0 {
+            self.pull_domain();
+        } else {
             self.progress_slots(hints);
             self.ring_back();
         }
+        true
     }
 
     /// Drives the feeds in the slots of `bits`' (a bit of no feed is ignored).
@@ -511,19 +514,8 @@ impl BellBlocker {
             // One feed: the waiter's own pull, next, is the same progress call.
             return;
         }
-        // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
-        let hints = unsafe { &(*self.page).hints }.swap(0, SeqCst);
-        if hints == 0 {
-            return;
-        }
         let woken = crate::engine::woken_others_here();
-        if hints & HINT_ALL != 0 {
-            self.pull_domain();
-        } else {
-            self.progress_slots(hints);
-            self.ring_back();
-        }
-        if crate::engine::woken_others_here() != woken {
+        if self.pull_hinted() && crate::engine::woken_others_here() != woken {
             std::thread::yield_now();
         }
     }
