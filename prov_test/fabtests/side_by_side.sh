@@ -22,8 +22,11 @@
 #
 # Verdict: a test the core passes (or a served test) that does not pass over rscntr runs again
 # alone (runfabtests.sh with every other test of its set excluded) on both sides, up to 3 times
-# (FT_SBS_ALONE_TRIES) until it passes over rscntr; the step fails when it never passes alone
-# over rscntr while it passes alone over the core at least once. A test the core fails or does not run is
+# (FT_SBS_ALONE_TRIES) until it passes over rscntr, and up to 8 (FT_SBS_FLAKY_TRIES) when the core
+# failed one of those runs too (a test that fails now and then on the core itself: with a pass
+# rate of 1 in 3 on both sides, 3 runs leave rscntr with none 30 % of the time, 8 runs 4 %); the
+# step fails when it never passes alone over rscntr while it passes alone over the core at least
+# once. A test the core fails or does not run is
 # reported, not held against rscntr. Prints a table of pass/fail/notrun/excluded per set and side,
 # then every test whose results differ. Exit 0 pass, 1 fail, 77 when namespaces cannot be made.
 set -uo pipefail
@@ -35,6 +38,7 @@ TEST_TIMEOUT=${FT_SBS_TEST_TIMEOUT:-120} # runfabtests.sh -T: each test process 
 RUN_TIMEOUT=${FT_SBS_RUN_TIMEOUT:-1200} # one runfabtests.sh
 PARALLEL=${FT_SBS_PARALLEL:-1}
 ALONE_TRIES=${FT_SBS_ALONE_TRIES:-3} # runs alone of a test that failed over rscntr and passed over the core
+FLAKY_TRIES=${FT_SBS_FLAKY_TRIES:-8} # the same, when the core failed one of its runs alone too
 LOGS=${FT_SBS_LOGS:-$ROOT/target/fabtests-side-by-side}
 [ $# -gt 0 ] || set -- tcp "tcp;ofi_rxm" shm sockets "udp;ofi_rxd"
 
@@ -188,13 +192,17 @@ for core in "$@"; do
                 continue
             fi
             # The core passes it (or rscntr serves it): again alone, on both sides, up to
-            # ALONE_TRIES times (sockets' MSG tests and rxd's fi_av_xfer fail now and then on the
-            # core itself, e.g. fi_multi_ep -Q's "Unexpected CM event" race in the test): held
-            # when rscntr passes none of its runs alone while the core passes one (or it is
-            # served); a single pass over rscntr makes it flaky, not held.
+            # ALONE_TRIES times, FLAKY_TRIES once the core failed one of them (sockets' MSG tests
+            # and rxd's fi_av_xfer fail now and then on the core itself, e.g. fi_multi_ep's
+            # "Unexpected CM event 1": the server's EQ gives the next endpoint's connection request
+            # before the last one's FI_CONNECTED. fi_multi_ep -e msg -v -A -Q, both sides at once,
+            # 40 runs each: sockets 30 passed, rscntr(sockets) 33; in CI's run of 5eb4fc8 the core
+            # failed 5 of its variants in the full set and 3 of 5 runs alone): held when rscntr passes none of its runs alone while the core passes
+            # one (or it is served); a single pass over rscntr makes it flaky, not held.
             alone_exclude "$pre.names" "$t" > "$WORK/alone.exclude"
             local_tries=0 cpass=0 rpass=0 ac=- ar=-
-            while [ $local_tries -lt "$ALONE_TRIES" ] && [ $rpass = 0 ]; do
+            while [ $rpass = 0 ] && { [ $local_tries -lt "$ALONE_TRIES" ] ||
+                { [ $cpass -lt $local_tries ] && [ $local_tries -lt "$FLAKY_TRIES" ]; }; }; do
                 local_tries=$((local_tries + 1))
                 k=$((k + 1)) a=$LOGS/$name/$set.alone$k
                 if [ $is_served = 1 ]; then
