@@ -682,6 +682,22 @@ impl<S: Store> Counter<S> {
         deadline: Option<Instant>,
     ) -> Option<Result<(), WaitError>> {
         let me = room.join(source, b, &self.event);
+        if me.arms_itself() {
+            // As the leader would: pull, then arm; what happens after the arming makes the fd
+            // readable, which the leader's sleep polls.
+            source.pull();
+            let mut armed = b.arm();
+            for _ in 0..3 {
+                if armed {
+                    break;
+                }
+                source.pull();
+                armed = b.arm();
+            }
+            if !armed {
+                me.could_not_arm();
+            }
+        }
         loop {
             if room.try_lead(&me) {
                 return self.lead_room(room, b, compare, deadline);
@@ -768,6 +784,7 @@ impl<S: Store> Counter<S> {
                 && stuck.still_stuck(&sleep.fds)
             {
                 // Then every member is pulled.
+                room.polls_nothing();
                 stuck.nap_on(kick, deadline);
                 room.mark_due(None);
                 continue;

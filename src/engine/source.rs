@@ -123,6 +123,12 @@ pub trait Blocker: Sync {
     /// A thread that slept here (a room's leader, a CQ's reader, the fd watcher) is done
     /// sleeping for now: whatever the blocker kept for its next arming may go.
     fn leader_left(&self) {}
+    /// A number no other blocker of this process has had (0: none), with [`Blocker::fd`] fixed
+    /// for the blocker's life: a room's leader asleep on this blocker's fd is known to be, even
+    /// if the member that brought it left and came back meanwhile (see [`Room::join`]).
+    fn serial(&self) -> u64 {
+        0
+    }
 }
 
 // ---- Rooms: the waiters of one core domain ---------------------------------------------
@@ -150,6 +156,9 @@ struct State {
     next_id: u64,
     /// A hand-off is on its way to this member (it was woken to lead and has not looked yet).
     handed_to: Option<u64>,
+    /// The serials ([`Blocker::serial`]) of the blockers whose fds the leader's sleep polls,
+    /// from its last [`Room::arm_all`]; empty when that sleep is not a poll of the fds.
+    polled: Vec<u64>,
 }
 
 /// Where the threads waiting on the counters of one core domain meet, so that one completion
@@ -276,15 +285,29 @@ impl Room {
             .members
             .iter()
             .any(|m| std::ptr::addr_eq(m.blocker, blocker));
+        // The leader's sleep polls this blocker's fd already (its member left since the
+        // leader armed, and is back: a waiter whose wait returned and that waits again): the
+        // joiner arms it itself instead of waking the leader to do so. Any later sleep polls
+        // it too, as it polls every member's fd.
+        // Not for a blocker with a bound on its sleeps (which may have come since the leader
+        // computed its own bound).
+        // SAFETY: `blocker` is live for 'a, beyond this call.
+        let b = unsafe { &*blocker };
+        let serial = b.serial();
+        let arms_itself = st.leader.is_some()
+            && new_blocker
+            && serial != 0
+            && b.max_sleep().is_none()
+            && st.polled.binary_search(&serial).is_ok();
         st.members.push(Member {
             id,
             source,
             blocker,
             event,
-            due: true,
-            fresh: true,
+            due: !arms_itself,
+            fresh: !arms_itself,
         });
-        let interrupt = st.leader.is_some() && new_blocker;
+        let interrupt = st.leader.is_some() && new_blocker && !arms_itself;
         let leader_blocker = st.leader.and_then(|l| st.blocker_of(l));
         drop(st);
         if interrupt {
@@ -293,7 +316,16 @@ impl Room {
             // which the kick's drain absorbs.
             self.interrupt_leader(leader_blocker.map(|b| unsafe { &*b }));
         }
-        Membership { room: self, id }
+        Membership {
+            room: self,
+            id,
+            arms_itself,
+        }
+    }
+
+    /// The leader's next sleep is not a poll of the fds [`Room::arm_all`] collected (it naps).
+    pub(super) fn polls_nothing(&self) {
+        self.state.lock().polled.clear();
     }
 
     /// True while some member leads.
@@ -435,20 +467,24 @@ impl Room {
         sleep.cap = None;
         sleep.single = None;
         sleep.no_fd = false;
-        let mut seen: Vec<*const dyn Blocker> = Vec::with_capacity(st.members.len());
-        for m in &st.members {
-            if seen.iter().any(|b| std::ptr::addr_eq(*b, m.blocker)) {
-                continue;
-            }
-            seen.push(m.blocker);
+        // Each distinct blocker once, due when any of its members is (sorted by address: a
+        // room of 64 members with a blocker each is walked once, not once per member).
+        let mut seen: Vec<(*const dyn Blocker, bool)> = st
+            .members
+            .iter()
+            .map(|m| (m.blocker, m.due || m.fresh))
+            .collect();
+        seen.sort_unstable_by_key(|(b, _)| b.cast::<()>() as usize);
+        seen.dedup_by(|later, kept| {
+            let same = std::ptr::addr_eq(later.0, kept.0);
+            kept.1 |= same && later.1;
+            same
+        });
+        for &(blocker, due) in &seen {
             // SAFETY: a present member's parts are live (see Member).
-            let b = unsafe { &*m.blocker };
+            let b = unsafe { &*blocker };
             // A blocker that was not due stays armed from an earlier round: nothing made its
             // fd readable since.
-            let due = st
-                .members
-                .iter()
-                .any(|o| (o.due || o.fresh) && std::ptr::addr_eq(o.blocker, m.blocker));
             if due && !b.arm() {
                 return false;
             }
@@ -461,7 +497,14 @@ impl Room {
             }
         }
         if seen.len() == 1 {
-            sleep.single = Some(seen[0]);
+            sleep.single = Some(seen[0].0);
+        }
+        st.polled.clear();
+        if seen.len() > 1 && !sleep.no_fd {
+            // SAFETY: as above.
+            st.polled
+                .extend(seen.iter().map(|&(b, _)| unsafe { &*b }.serial()));
+            st.polled.sort_unstable();
         }
         for m in &mut st.members {
             m.due = false;
@@ -494,6 +537,7 @@ impl Room {
         let was_leader = st.leader == Some(id);
         if was_leader {
             st.leader = None;
+            st.polled.clear();
         }
         let handed_to_me = st.handed_to == Some(id);
         if handed_to_me {
@@ -543,6 +587,31 @@ pub const NO_KICK_NAP: Duration = Duration::from_millis(1);
 pub struct Membership<'a> {
     room: &'a Room,
     id: u64,
+    arms_itself: bool,
+}
+
+impl Membership<'_> {
+    /// The member's blocker is one the leader's sleep polls already: the member pulls its own
+    /// source and arms its blocker, as the leader would have (then
+    /// [`Membership::could_not_arm`] if it never could).
+    pub(super) fn arms_itself(&self) -> bool {
+        self.arms_itself
+    }
+
+    /// The member's blocker kept something pending: the leader, woken for it, pulls and arms
+    /// it in its next round.
+    pub(super) fn could_not_arm(&self) {
+        let mut st = self.room.state.lock();
+        if let Some(m) = st.members.iter_mut().find(|m| m.id == self.id) {
+            m.due = true;
+            m.fresh = true;
+        }
+        let leader_blocker = st.leader.and_then(|l| st.blocker_of(l));
+        drop(st);
+        // SAFETY: as in `Room::join`.
+        self.room
+            .interrupt_leader(leader_blocker.map(|b| unsafe { &*b }));
+    }
 }
 
 impl Drop for Membership<'_> {

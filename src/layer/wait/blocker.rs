@@ -200,7 +200,12 @@ pub struct FdBlocker {
     /// Under `FI_RSCNTR_TEST_STUCK_FD` (`boundary/testhook.rs`): what rscntr's own sleepers
     /// poll instead of `fd` ([`FdBlocker::sleep_fd`]).
     stuck: Option<EventFd>,
+    /// This blocker's number among all made in the process (`Blocker::serial`).
+    serial: u64,
 }
+
+/// The last [`FdBlocker`] serial handed out.
+static LAST_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: the core objects are only used through the core's calls, which are thread safe for
 // wait sets and CQs (util providers lock them); the pointer fields never change after creation,
@@ -297,6 +302,7 @@ impl FdBlocker {
             no_trywait: AtomicBool::new(false),
             closing,
             room,
+            serial: LAST_SERIAL.fetch_add(1, SeqCst) + 1,
         })
     }
 
@@ -452,6 +458,10 @@ impl Blocker for FdBlocker {
     fn max_sleep(&self) -> Option<Duration> {
         let ns = self.cap_ns.load(SeqCst);
         (ns != 0).then(|| Duration::from_nanos(ns))
+    }
+
+    fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// A network core (tcp, rxm, rxd; verbs and efa by the same code): each pull is an
