@@ -63,9 +63,10 @@ pub trait Feed: Send + Sync {
     fn bound(&self, enabled: bool, late: bool);
     /// The endpoint or MR closed (`enabled`: as it was then).
     fn unbound(&self, enabled: bool);
-    /// An enabled endpoint the counter is bound to is about to close, under the domain's
-    /// closing lock (see `layer::bind`): nothing of rscntr's drives the core meanwhile.
-    fn binding_closing(&self) {}
+    /// An endpoint the counter is bound to (enabled or not: `enabled`) is about to close, under
+    /// the domain's closing lock (see `layer::bind`): nothing of rscntr's drives the core
+    /// meanwhile.
+    fn binding_closing(&self, _enabled: bool) {}
     /// An endpoint the counter is bound to was enabled.
     fn binding_enabled(&self);
     /// Closes the core counter: the counter is closing, bound to nothing. On an error the

@@ -262,9 +262,9 @@ pub trait AnyCntr {
     fn bound(&self, enabled: bool, late: bool);
     /// The endpoint or MR closed (`enabled`: as it was then).
     fn unbound(&self, enabled: bool);
-    /// An enabled endpoint this counter is bound to is about to close (see
+    /// An endpoint this counter is bound to is about to close (`enabled`: whether it was; see
     /// [`Feed::binding_closing`]).
-    fn binding_closing(&self);
+    fn binding_closing(&self, enabled: bool);
     /// An endpoint this counter is bound to was enabled.
     fn binding_enabled(&self);
     /// True for FI_CNTR_EVENTS_BYTES counters.
@@ -335,9 +335,9 @@ impl<B: Backing> AnyCntr for Cntr<B> {
         }
         self.bindings.fetch_sub(1, Ordering::AcqRel);
     }
-    fn binding_closing(&self) {
+    fn binding_closing(&self, enabled: bool) {
         if let Some(feed) = self.feed() {
-            feed.binding_closing();
+            feed.binding_closing(enabled);
         }
     }
     fn binding_enabled(&self) {

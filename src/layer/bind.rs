@@ -617,11 +617,9 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         if closing.is_some() {
             // SAFETY: as above; the bound counters cannot close before this endpoint.
             let bound = unsafe { (*b).bound.lock() };
-            if bound.enabled {
-                for c in bound.cntrs.iter() {
-                    // SAFETY: a bound counter cannot close (EBUSY) before its unbind.
-                    unsafe { (**c).binding_closing() };
-                }
+            for c in bound.cntrs.iter() {
+                // SAFETY: a bound counter cannot close (EBUSY) before its unbind.
+                unsafe { (**c).binding_closing(bound.enabled) };
             }
         }
         // SAFETY: the Binder of `fid`; nothing reaches it once the core closed the object.

@@ -446,18 +446,16 @@ impl Feed for CoreFeed {
         self.unenabled.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// rxm leaves the closing endpoint's CQ in the counter's wait set (it adds the fid at
-    /// FI_ENABLE and never removes it: `rxm_ep_wait_fd_add`, no `ofi_wait_del_fid` in rxm), so
-    /// the wait set's `fi_trywait` would call into the freed endpoint: from now on this
-    /// counter's waits never arm it and re-check every [`core_wait::LATE_BIND_CAP`].
-    fn binding_closing(&self) {
-        if let (
-            Plan::FdSet {
-                fds_at_enable: true,
-                ..
-            },
-            CoreBlocker::Fd(b),
-        ) = (self.plan, &self.blocker)
+    /// rxm and rxd leave the closing endpoint in the counter's wait set (rxm adds its CQ's fid
+    /// at FI_ENABLE, `rxm_ep_wait_fd_add`; rxd its datagram CQ's fd with `rxd_ep_trywait` at
+    /// `fi_ep_bind`, `rxd_ep_bind`; neither removes it at close), so the wait set's
+    /// `fi_trywait` would call into the freed endpoint (valgrind showed it over rxd:
+    /// `rxd_ep_trywait` reading the freed `rxd_ep`): from now on this counter's waits never
+    /// arm it and re-check every [`core_wait::LATE_BIND_CAP`]. rxm's only for an endpoint that
+    /// was enabled.
+    fn binding_closing(&self, enabled: bool) {
+        if let (Plan::FdSet { fds_at_enable, .. }, CoreBlocker::Fd(b)) = (self.plan, &self.blocker)
+            && (enabled || !fds_at_enable)
         {
             b.forget_trywait(core_wait::LATE_BIND_CAP);
         }
