@@ -683,18 +683,9 @@ impl<S: Store> Counter<S> {
     ) -> Option<Result<(), WaitError>> {
         let me = room.join(source, b, &self.event);
         if me.arms_itself() {
-            // As the leader would: pull, then arm; what happens after the arming makes the fd
-            // readable, which the leader's sleep polls.
-            source.pull();
-            let mut armed = b.arm();
-            for _ in 0..3 {
-                if armed {
-                    break;
-                }
-                source.pull();
-                armed = b.arm();
-            }
-            if !armed {
+            // As the leader would: what happens after the arming makes the fd readable, which
+            // the leader's sleep polls.
+            if !source::pull_then_arm(source, b) {
                 me.could_not_arm();
             }
         }

@@ -424,13 +424,7 @@ impl Room {
             done.push(m.blocker);
             // SAFETY: a present member's parts are live (see Member).
             let (source, blocker) = unsafe { (&*m.source, &*m.blocker) };
-            source.pull();
-            for _ in 0..3 {
-                if blocker.arm() {
-                    break;
-                }
-                source.pull();
-            }
+            pull_then_arm(source, blocker);
             fds.clear();
             for o in &mut st.members {
                 if std::ptr::addr_eq(o.blocker, m.blocker) {
@@ -618,6 +612,20 @@ impl Drop for Membership<'_> {
     fn drop(&mut self) {
         self.room.leave(self.id);
     }
+}
+
+/// Pulls `source`, then arms `blocker`, pulling again between tries while the blocker says
+/// something is pending (at most 3 arms); false if it never armed. What the leader does to a
+/// member's blocker, and a member that arms its own (see [`Membership::arms_itself`]).
+pub(super) fn pull_then_arm(source: &dyn Source, blocker: &dyn Blocker) -> bool {
+    source.pull();
+    for _ in 0..3 {
+        if blocker.arm() {
+            return true;
+        }
+        source.pull();
+    }
+    false
 }
 
 /// The time left until `until`, bounded by `cap`; None: no limit.
