@@ -26,8 +26,7 @@
 # failed one of those runs too (a test that fails now and then on the core itself: with a pass
 # rate of 1 in 3 on both sides, 3 runs leave rscntr with none 30 % of the time, 8 runs 4 %); the
 # step fails when it never passes alone over rscntr while it passes alone over the core at least
-# once. A test the core fails or does not run is
-# reported, not held against rscntr. Prints a table of pass/fail/notrun/excluded per set and side,
+# once. A test the core fails or does not run is reported, not held against rscntr. Prints a table of pass/fail/notrun/excluded per set and side,
 # then every test whose results differ. Exit 0 pass, 1 fail, 77 when namespaces cannot be made.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -197,8 +196,9 @@ for core in "$@"; do
             # "Unexpected CM event 1": the server's EQ gives the next endpoint's connection request
             # before the last one's FI_CONNECTED. fi_multi_ep -e msg -v -A -Q, both sides at once,
             # 40 runs each: sockets 30 passed, rscntr(sockets) 33; in CI's run of 5eb4fc8 the core
-            # failed 5 of its variants in the full set and 3 of 5 runs alone): held when rscntr passes none of its runs alone while the core passes
-            # one (or it is served); a single pass over rscntr makes it flaky, not held.
+            # failed 5 of its variants in the full set and 3 of 5 runs alone): held when rscntr
+            # passes none of its runs alone while the core passes one (or it is served); a
+            # single pass over rscntr makes it flaky, not held.
             alone_exclude "$pre.names" "$t" > "$WORK/alone.exclude"
             local_tries=0 cpass=0 rpass=0 ac=- ar=-
             while [ $rpass = 0 ] && { [ $local_tries -lt "$ALONE_TRIES" ] ||
