@@ -902,6 +902,32 @@ fn a_doorbell_without_its_fence_loses_a_wake() {
     );
 }
 
+/// A slot word (`engine::bell::rings_slots`, the layer's `SlotBlocker`): a sleeper arms its own
+/// bit as a way; the worker wakes the bits its work is for.
+#[test]
+fn a_slot_doorbell_rings_for_work_the_sleeper_missed() {
+    doorbell_model(|w| rscntr::engine::bell::rings_slots(w, 1 << 5), &[1 << 5]);
+}
+
+/// Two sleepers on their own bits of one slot word, both waiting for the work: each is rung.
+#[test]
+fn a_slot_doorbell_rings_each_slot() {
+    doorbell_model(
+        |w| rscntr::engine::bell::rings_slots(w, 1 << 3 | 1 << 30),
+        &[1 << 3, 1 << 30],
+    );
+}
+
+/// The planted lost wake of the slot words: the worker loads them without its fence.
+#[test]
+#[should_panic]
+fn a_slot_doorbell_without_its_fence_loses_a_wake() {
+    doorbell_model(
+        |w| rscntr::engine::bell::rings_slots_after_fence(w, 1),
+        &[1],
+    );
+}
+
 /// How a worker of the hints model rings: publishes nothing itself (the model did), leaves
 /// `bit` in `hints` as its hint, returns the ways to ring.
 type HintedRing = fn(&rscntr::engine::bell::AtomicU32, &AtomicU64, u64) -> u32;

@@ -134,6 +134,27 @@ fn take_ways(word: &AtomicU32) -> u32 {
     taken.map_or(0, |was| was & WAYS)
 }
 
+/// For a worker that has just published work for the sleepers of slot `bits` of a *slot word*
+/// (one bit per sleeper instead of per way: a sleeper arms its own bit with [`arm`] and sleeps on
+/// the word for that bit alone, so that a worker wakes only the sleepers its work is for): the
+/// bits of `bits` that were armed, which this worker disarmed and must wake (0: none). The same
+/// handshake as [`rings`]: one fence and one load while none of `bits` is armed.
+#[inline]
+pub fn rings_slots(word: &AtomicU32, bits: u32) -> u32 {
+    fence(SeqCst);
+    rings_slots_after_fence(word, bits)
+}
+
+/// [`rings_slots`] for a worker that has issued the SeqCst fence itself since it published
+/// (without it, the planted lost wake of the slot models).
+#[inline]
+pub fn rings_slots_after_fence(word: &AtomicU32, bits: u32) -> u32 {
+    if word.load(Relaxed) & bits == 0 {
+        return 0;
+    }
+    word.fetch_and(!bits, SeqCst) & bits
+}
+
 /// The planted lost wake of the hints ([`RUNG`]): a worker that, the word found [`RUNG`] and not
 /// armed, leaves its hint and does not look at the word again. A sleeper that armed and took the
 /// hints just before the hint sleeps through the work: the loom models must catch it.

@@ -41,3 +41,68 @@ pub unsafe fn wake_all(word: *const u32) {
     // SAFETY: the caller's contract; FUTEX_WAKE uses nothing but the word's address.
     unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE, i32::MAX) };
 }
+
+/// As [`wait`], for a sleeper of the bits `bits` of the word: only a [`wake_bits`] whose bits meet
+/// them wakes it (`FUTEX_WAIT_BITSET`), so that one word serves sleepers woken one by one.
+///
+/// # Safety
+/// As [`wait`].
+pub unsafe fn wait_bits(
+    word: *const u32,
+    expected: u32,
+    limit: Option<Duration>,
+    bits: u32,
+) -> bool {
+    // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time.
+    let ts = limit.map(|d| {
+        // SAFETY: an all-zero timespec is valid as an out value.
+        let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+        // SAFETY: now lives across the call.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let ns = now.tv_nsec as u64 + d.subsec_nanos() as u64;
+        libc::timespec {
+            tv_sec: (now.tv_sec as u64)
+                .saturating_add(d.as_secs())
+                .saturating_add(ns / 1_000_000_000)
+                .min(i64::MAX as u64 / 2) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        }
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is live and aligned (the caller's contract); the kernel only reads it;
+    // tsp is NULL or a live timespec; the fifth argument is unused by this operation.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word,
+            libc::FUTEX_WAIT_BITSET,
+            expected,
+            tsp,
+            std::ptr::null::<u32>(),
+            bits,
+        )
+    };
+    !(r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT))
+}
+
+/// Wakes every thread, of any process, asleep in [`wait_bits`] on `word` for bits that meet
+/// `bits` (and every one in [`wait`], whose bits are all).
+///
+/// # Safety
+/// As [`wait`].
+pub unsafe fn wake_bits(word: *const u32, bits: u32) {
+    // SAFETY: the caller's contract; FUTEX_WAKE_BITSET uses nothing but the word's address.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word,
+            libc::FUTEX_WAKE_BITSET,
+            i32::MAX,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            bits,
+        )
+    };
+}
