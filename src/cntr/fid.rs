@@ -251,7 +251,7 @@ pub trait AnyCntr {
     fn backend(&self) -> Backend;
     fn trywait(&self) -> c_int;
     /// Its feed's bit in the doorbell's hints (see [`Feed::bell_hint`]); 0 without one.
-    fn bell_hint(&self) -> u64;
+    fn bell_hint(&self) -> u128;
     /// The home the counter belongs to (binds check it), as a thin pointer.
     fn home_ptr(&self) -> *const ();
     /// The feed through which the core counts into this counter, opened by `open` on first
@@ -299,7 +299,7 @@ impl<B: Backing> AnyCntr for Cntr<B> {
     fn backend(&self) -> Backend {
         B::BACKEND
     }
-    fn bell_hint(&self) -> u64 {
+    fn bell_hint(&self) -> u128 {
         self.feed().map_or(0, |f| f.bell_hint())
     }
     fn home_ptr(&self) -> *const () {

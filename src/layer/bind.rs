@@ -672,7 +672,7 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
 unsafe fn publish_bell(
     home: &CoreHome,
     ep: *mut ofi::fid_ep,
-    hints: u64,
+    hints: u128,
 ) -> Option<(
     std::sync::Arc<super::wait::bell::BellBlocker>,
     Option<super::wait::bell::NameFile>,

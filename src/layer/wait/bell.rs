@@ -34,15 +34,23 @@
 //!   ring of the futex way the word stays `engine::bell::RUNG` until the leader leaves its wait,
 //!   every arrival meanwhile leaves a hint, and the leader's next arming drives only the hinted
 //!   feeds (`BellBlocker::arm_for`).
+//! - **One wake per completion** ([`SlotBlocker`]). The waiter of a counter whose slot is one
+//!   of the first 127 and that was bound to its endpoints before they were enabled (so that
+//!   their name files carry its hint) sleeps on its own bit of the page's slot words, outside
+//!   the room: a ringer wakes the slots its hints name (`FUTEX_WAKE_BITSET`), and the woken
+//!   waiter drives its own counter's endpoints. The room's leader (which would be woken, drive
+//!   the hinted endpoints, and wake the waiter: two wakes in turn) sleeps only for the others:
+//!   counters beyond 127, bound late, or in a domain that falls back (below).
 //! - **Peers that do not ring.** A peer without a bell (plain shm, an rscntr process whose
 //!   domain never waits, another pid namespace) never rings: once rscntr sees one among the
 //!   peers it sends to, or enables an endpoint of its own without a bell, waits in the domain
 //!   re-check every [`FALLBACK_SLEEP`] instead of [`NORMAL_SLEEP`], and say so once in the log.
-//!   No sleep is ever longer than [`NORMAL_SLEEP`]: a peer that died or wrote garbage over the
-//!   page costs at most that much latency, never a hang.
+//!   No sleep on the armed word is ever longer than [`NORMAL_SLEEP`], none on a slot longer
+//!   than [`SLOT_SLEEP`]: a peer that died or wrote garbage over the page costs at most that
+//!   much latency, never a hang.
 //! - **Garbage.** rscntr reads nothing from a peer's page but its armed word (the socket
 //!   address is copied once, when the page is mapped, and checked), and nothing from its own
-//!   page but the words it swaps (armed, ringer's CPU, hints): a peer writing garbage makes
+//!   page but the words it swaps (armed, ringer's CPU, hints, slots): a peer writing garbage makes
 //!   spurious rings or missed ones (bounded above), or progress calls on the wrong counter.
 
 use crate::boundary::ffi::err;
@@ -82,13 +90,25 @@ const MAGIC: u64 = u64::from_le_bytes(*b"RSCNBEL1");
 /// 3: a ringer leaves hints (the page's `hints`, the record's `hints`).
 /// 4: a ringer of the futex way leaves `engine::bell::RUNG`, and every worker that finds the
 /// word not 0 hints ([`HINT_ALL`] when its record has no bits).
-const VERSION: u32 = 4;
-/// Feeds of a domain that ringers can hint at (one bit each in a 64-bit word, the last bit
-/// being [`HINT_ALL`]).
-const HINT_SLOTS: usize = 63;
+/// 5: the page's slot words (one bit per feed slot, see [`SlotBlocker`]), rung after the armed
+/// word.
+const VERSION: u32 = 5;
+/// Feeds of a domain that ringers can hint at (one bit each in a 128-bit [`Hints`], the last
+/// bit being [`HINT_ALL`]).
+const HINT_SLOTS: usize = 127;
+/// Feed slots, one bit each (see [`HINT_SLOTS`]).
+pub type Hints = u128;
 /// The hint of work for a feed with no bit of its own (or for an endpoint with no counter
 /// bound): every feed of the domain.
-const HINT_ALL: u64 = 1 << HINT_SLOTS;
+const HINT_ALL: Hints = 1 << HINT_SLOTS;
+/// The page's slot words: one bit per feed slot of the first [`HINT_SLOTS`], 32 to a word.
+const SLOT_WORDS: usize = HINT_SLOTS.div_ceil(32);
+/// The longest sleep of a thread asleep on its slot ([`SlotBlocker`]): a bound against peers
+/// that died or wrote garbage, as [`NORMAL_SLEEP`] is for the armed word, longer because each
+/// waiter of a domain sleeps on its own: at 250 ms, 64 idle waiters (`bench/growth.c -m waiters
+/// -N 64` over shm) woke 3 of them per 25 ms window and cost 216 µs of CPU per window, 50 at 1 s
+/// (as the room's one leader at 50 ms).
+pub const SLOT_SLEEP: Duration = Duration::from_millis(1000);
 const PAGE: usize = 4096;
 /// The longest abstract socket address (`sun_path`).
 const ADDR_MAX: usize = 108;
@@ -110,7 +130,10 @@ struct Page {
     /// Where a ringer's operation landed: one bit per feed slot of this domain (see
     /// [`BellBlocker::add_feed`]), set by the ringer before it disarms the word, taken by the
     /// thread its ring wakes (`BellBlocker::progress_hinted`).
-    hints: std::sync::atomic::AtomicU64,
+    hints: [std::sync::atomic::AtomicU64; 2],
+    /// One bit per feed slot whose counter's waiter sleeps on its own ([`SlotBlocker`]):
+    /// armed by that waiter, cleared by the ringer that wakes it alone.
+    slots: [bell::AtomicU32; SLOT_WORDS],
 }
 
 impl Page {
@@ -135,8 +158,9 @@ struct NameRecord {
     fd: i32,
     _pad: u32,
     /// What a peer that rings after an operation toward this endpoint sets in the page's
-    /// `hints`: the bits of the feed slots of the counters bound to the endpoint.
-    hints: u64,
+    /// `hints`: the bits of the feed slots of the counters bound to the endpoint (low, high
+    /// halves of the [`Hints`]).
+    hints: [u64; 2],
 }
 
 /// std's mutex, whatever a panicking holder left: not parking_lot's, whose parking (the feeds
@@ -332,7 +356,14 @@ impl BellBlocker {
     /// rings the peers that progress may have answered; false when nothing was hinted.
     fn pull_hinted(&self) -> bool {
         // SAFETY: the page is mapped as long as the blocker lives; only the atomic is touched.
-        let hints = unsafe { &(*self.page).hints }.swap(0, SeqCst);
+        let hints = unsafe { &(*self.page).hints }.each_ref().map(|h| {
+            if h.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                0
+            } else {
+                h.swap(0, SeqCst)
+            }
+        });
+        let hints = join_hints(hints);
         if hints == 0 {
             return false;
         }
@@ -346,7 +377,7 @@ impl BellBlocker {
     }
 
     /// Drives the feeds in the slots of `bits`' (a bit of no feed is ignored).
-    fn progress_slots(&self, mut bits: u64) {
+    fn progress_slots(&self, mut bits: Hints) {
         let feeds = self.feeds.lock();
         while bits != 0 {
             let slot = bits.trailing_zeros() as usize;
@@ -408,7 +439,7 @@ impl BellBlocker {
     /// that peers find it by, removed when the returned record drops. `hints`: the slots of
     /// the feeds of the counters bound to the endpoint (see [`Self::add_feed`]), which a peer
     /// that rings after an operation toward the endpoint sets in the page.
-    pub fn publish(&self, addr: &[u8], hints: u64) -> Result<NameFile, c_int> {
+    pub fn publish(&self, addr: &[u8], hints: Hints) -> Result<NameFile, c_int> {
         NameFile::create(addr, self.memfd.as_raw_fd(), hints).map_err(|e| {
             fi_warn!(EpCtrl, "cannot publish the endpoint's doorbell: {e}");
             err::EOTHER
@@ -472,7 +503,7 @@ impl BellBlocker {
     /// A feed slot's bit in the hints of the endpoints its counter is bound to
     /// ([`Self::publish`]): one of the first [`HINT_SLOTS`] has one, others (and no slot,
     /// `usize::MAX`) 0.
-    pub fn hint_of(slot: usize) -> u64 {
+    pub fn hint_of(slot: usize) -> Hints {
         if slot < HINT_SLOTS {
             1 << slot
         } else {
@@ -767,6 +798,122 @@ impl Blocker for BellBlocker {
     }
 }
 
+/// How the waiter of one counter sleeps when its counter has a slot of the bell's (one of the
+/// first [`HINT_SLOTS`] feeds of the domain, bound to its endpoints before they were enabled, so
+/// that their name files carry its hint): on its own bit of the page's slot words, outside the
+/// domain's room. A peer that completes an operation toward one of those endpoints wakes it
+/// alone (`FUTEX_WAKE_BITSET` with its bit), and it drives its own counter's endpoints: one
+/// kernel wake per completion, the thread it satisfies, where the room's leader would be woken
+/// first and then wake that thread (two wakes, in turn). Arming is the armed word's handshake
+/// (`engine::bell`) on the slot's bit: set, fence, then the engine's pull looks; a ringer
+/// publishes, fences, loads the slot words of its peer's hints.
+pub struct SlotBlocker {
+    bell: std::sync::Arc<BellBlocker>,
+    /// The feed's slot ([`BellBlocker::add_feed`]; `usize::MAX`: none yet).
+    slot: std::sync::atomic::AtomicUsize,
+}
+
+impl SlotBlocker {
+    pub fn new(bell: std::sync::Arc<BellBlocker>) -> SlotBlocker {
+        SlotBlocker {
+            bell,
+            slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    /// The feed took `slot` in the bell.
+    pub fn set_slot(&self, slot: usize) {
+        self.slot.store(slot, SeqCst);
+    }
+
+    /// The feed's slot (`usize::MAX`: none).
+    pub fn slot(&self) -> usize {
+        self.slot.load(SeqCst)
+    }
+
+    /// Whether the counter's waiter sleeps here: its feed has a slot with a bit of its own, and
+    /// no peer that never rings was seen (its work leaves no ring; the room's leader re-checks
+    /// for everybody every [`FALLBACK_SLEEP`]).
+    pub fn serves(&self) -> bool {
+        self.slot.load(std::sync::atomic::Ordering::Relaxed) < HINT_SLOTS && !self.bell.falls_back()
+    }
+
+    /// The slot's word and bit (only while [`Self::serves`]).
+    fn slot_word(&self) -> (&bell::AtomicU32, u32) {
+        let slot = self.slot.load(std::sync::atomic::Ordering::Relaxed) % HINT_SLOTS;
+        // SAFETY: the page is mapped as long as the bell lives, which this blocker keeps.
+        let word = unsafe { &(*self.bell.page).slots[slot / 32] };
+        (word, 1 << (slot % 32))
+    }
+}
+
+impl Blocker for SlotBlocker {
+    fn prepare(&self) -> Token {
+        Token(0)
+    }
+
+    /// Sets the slot's bit; false when it was clear (a new arming, or a ringer took it since):
+    /// the engine pulls this counter's endpoints, then arms again, before it sleeps.
+    fn arm(&self) -> bool {
+        let (word, bit) = self.slot_word();
+        bell::arm(word, bit)
+    }
+
+    /// Asleep in a futex on the slot word, for its bit, while the bit stays set: a peer's ring
+    /// or [`Blocker::interrupt`] (after it signals `kick`) clears it and wakes this thread.
+    fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
+        let t0 = Instant::now();
+        let end = until.map_or(t0 + SLOT_SLEEP, |u| u.min(t0 + SLOT_SLEEP));
+        let capped = until.is_none_or(|u| u > t0 + SLOT_SLEEP);
+        let (word, bit) = self.slot_word();
+        let (mut rung, mut kicked) = (false, false);
+        loop {
+            let w = word.load(SeqCst);
+            if w & bit == 0 {
+                rung = true;
+                break;
+            }
+            // As in BellBlocker::block: an interrupt that came before this round's arming
+            // shows only in the kick.
+            if poll_which(kick.as_raw_fd(), -1, Some(Duration::ZERO)).0 {
+                kicked = true;
+                break;
+            }
+            let now = Instant::now();
+            // SAFETY: a word of the page the bell keeps mapped.
+            if now >= end
+                || !unsafe {
+                    futex::wait_bits(std::ptr::from_ref(word).cast(), w, Some(end - now), bit)
+                }
+            {
+                break;
+            }
+        }
+        self.bell.adapt_pull(rung, t0.elapsed());
+        if rung {
+            self.bell.note_the_ringers_cpu();
+        } else if !kicked && capped {
+            // The bound ended this sleep: a count the next pull brings in came unrung.
+            self.bell.unrung_wake.store(true, SeqCst);
+        }
+    }
+
+    /// Signals `kick`, then clears the slot's bit and wakes its sleeper (see `block`).
+    fn interrupt(&self, kick: &EventFd) {
+        kick.signal();
+        let (word, bit) = self.slot_word();
+        if word.fetch_and(!bit, SeqCst) & bit != 0 {
+            // SAFETY: a word of the page the bell keeps mapped.
+            unsafe { futex::wake_bits(std::ptr::from_ref(word).cast(), bit) };
+        }
+    }
+
+    /// As the bell's: leave a shared ringer's CPU, pull a while before sleeping.
+    fn pull_before_sleep(&self) -> Option<Duration> {
+        self.bell.pull_before_sleep()
+    }
+}
+
 thread_local! {
     /// The CPU this thread was woken on by a ring from a peer running there (-1: none), see
     /// `BellBlocker::note_the_ringers_cpu`.
@@ -933,7 +1080,7 @@ pub struct NameFile {
 }
 
 impl NameFile {
-    fn create(addr: &[u8], memfd: RawFd, hints: u64) -> std::io::Result<NameFile> {
+    fn create(addr: &[u8], memfd: RawFd, hints: Hints) -> std::io::Result<NameFile> {
         reap_stale();
         let path = name_path(addr);
         crate::fi_dbg!(
@@ -948,7 +1095,7 @@ impl NameFile {
             pid_ns: pid_ns(),
             fd: memfd,
             _pad: 0,
-            hints,
+            hints: [hints as u64, (hints >> 64) as u64],
         };
         // A file left by an endpoint of the same address (a process of a former run) goes.
         for attempt in 0..2 {
@@ -1183,7 +1330,9 @@ pub struct PeerBell {
     addr: libc::sockaddr_un,
     addr_len: libc::socklen_t,
     /// What to set in the page's `hints` when ringing (from the peer's name record).
-    hints: u64,
+    hints: Hints,
+    /// The bits of `hints` in the page's slot words: the waiters to wake one by one.
+    slot_bits: [u32; SLOT_WORDS],
     /// The page's file (device, inode): the domain's own bell when an endpoint sends to an
     /// endpoint of its own domain (see [`BellBlocker::is_own`]).
     file: (u64, u64),
@@ -1206,6 +1355,7 @@ impl PeerBell {
         if ways != 0 {
             self.ring(ways);
         }
+        self.ring_slots(page);
     }
 
     /// As `ring_if_armed`, for a caller that has issued the fence already.
@@ -1217,6 +1367,32 @@ impl PeerBell {
         if ways != 0 {
             self.ring(ways);
         }
+        self.ring_slots(page);
+    }
+
+    /// After the armed word (and its fence): the waiters asleep on the slots of the counters
+    /// bound to the endpoint, each woken alone (one load per slot word while none is armed).
+    #[inline]
+    fn ring_slots(&self, page: &Page) {
+        for (word, &bits) in page.slots.iter().zip(&self.slot_bits) {
+            if bits != 0 {
+                let taken = bell::rings_slots_after_fence(word, bits);
+                if taken != 0 {
+                    self.wake_slots(page, word, taken);
+                }
+            }
+        }
+    }
+
+    /// Wakes the sleepers of the slot bits `taken` of `word` (see [`SlotBlocker`]).
+    #[cold]
+    fn wake_slots(&self, page: &Page, word: &bell::AtomicU32, taken: u32) {
+        // SAFETY: no arguments.
+        let cpu = unsafe { libc::sched_getcpu() };
+        // Where the woken thread should not stay (see `leave_the_ringers_cpu`).
+        page.ringer_cpu.store(cpu.wrapping_add(1) as u32, SeqCst);
+        // SAFETY: the peer's word, mapped as long as self lives.
+        unsafe { futex::wake_bits(std::ptr::from_ref(word).cast(), taken) };
     }
 
     /// Where the operation landed, for the thread the ring wakes (see `progress_hinted`) or, the
@@ -1229,7 +1405,11 @@ impl PeerBell {
         } else {
             HINT_ALL
         };
-        page.hints.fetch_or(bits, SeqCst);
+        for (half, bits) in page.hints.iter().zip([bits as u64, (bits >> 64) as u64]) {
+            if bits != 0 {
+                half.fetch_or(bits, SeqCst);
+            }
+        }
     }
 
     /// Rings the `ways` this thread disarmed: one syscall each.
@@ -1352,9 +1532,20 @@ fn map_peer(addr: &[u8]) -> Option<PeerBell> {
         page,
         addr: sa,
         addr_len: (std::mem::size_of::<libc::sa_family_t>() + len) as libc::socklen_t,
-        hints: r.hints,
+        hints: join_hints(r.hints),
+        slot_bits: slot_bits_of(join_hints(r.hints)),
         file: (st.st_dev, st.st_ino),
     })
+}
+
+/// The bits of `hints` (feed slots, [`HINT_ALL`] aside) in the page's slot words.
+fn slot_bits_of(hints: Hints) -> [u32; SLOT_WORDS] {
+    std::array::from_fn(|k| ((hints & !HINT_ALL) >> (32 * k)) as u32)
+}
+
+/// [`Hints`] from its low and high halves (as the page and the name record keep them).
+fn join_hints([lo, hi]: [u64; 2]) -> Hints {
+    Hints::from(lo) | Hints::from(hi) << 64
 }
 
 /// The peers reached through one AV, by fi_addr: looked up once each, lock-free after.

@@ -8,7 +8,7 @@
 //! [`open_core_cntr`]: what the core blocks on, that opened, the core counter opened on it,
 //! then armed ([`new_feed`]).
 
-use super::bell::{BellBlocker, Progressed};
+use super::bell::{BellBlocker, Progressed, SlotBlocker};
 use super::blocker::{
     self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Held, Plan,
 };
@@ -61,9 +61,12 @@ pub struct CoreFeed {
     /// Over a core whose counter read drives every bound endpoint and that counts through
     /// FI_PEER: how often reads drive it (`reads.rs`).
     reads: Option<ReadDuty>,
-    /// Over the doorbell: this feed's slot in the domain's bell (`usize::MAX`: none), see
-    /// `BellBlocker::add_feed`.
-    bell_slot: AtomicUsize,
+    /// Over the doorbell: this feed's slot in the domain's bell (`BellBlocker::add_feed`), and
+    /// where this counter's waiter sleeps while the slot has a bit of its own and the counter
+    /// was bound to its endpoints before they were enabled (their name files carry the slot's
+    /// hint; `bound_late` says otherwise); else in the domain's room.
+    slot_sleep: Option<SlotBlocker>,
+    bound_late_to_bell: AtomicBool,
 }
 
 /// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.
@@ -200,6 +203,10 @@ fn new_feed(
     // in, and its read does not grow), nor sockets (its own thread progresses).
     let reads = (peer && matches!(core.plan, Plan::Yield | Plan::Bell | Plan::FdSet { .. }))
         .then(ReadDuty::new);
+    let slot_sleep = match &blocker {
+        CoreBlocker::Bell(b) => Some(SlotBlocker::new(b.clone())),
+        _ => None,
+    };
     let feed = Box::new(CoreFeed {
         core_cntr: AtomicPtr::new(out),
         unenabled: AtomicUsize::new(0),
@@ -216,7 +223,8 @@ fn new_feed(
         _peer_context: peer_context,
         _counted_ops: counted_ops,
         reads,
-        bell_slot: AtomicUsize::new(usize::MAX),
+        slot_sleep,
+        bound_late_to_bell: AtomicBool::new(false),
     });
     // SAFETY: boxed, the feed does not move.
     unsafe { feed.join_bell() };
@@ -304,7 +312,7 @@ fn open_core_cntr_on(
 }
 
 impl Feed for CoreFeed {
-    fn bell_hint(&self) -> u64 {
+    fn bell_hint(&self) -> u128 {
         BellBlocker::hint_of(self.bell_slot())
     }
 
@@ -383,7 +391,12 @@ impl Feed for CoreFeed {
         match &self.blocker {
             CoreBlocker::Fd(b) => Wake::Block(&**b),
             CoreBlocker::Cntr(b) => Wake::Block(b),
-            CoreBlocker::Bell(b) => Wake::Block(&**b),
+            CoreBlocker::Bell(b) => match &self.slot_sleep {
+                Some(s) if s.serves() && !self.bound_late_to_bell.load(Ordering::Relaxed) => {
+                    Wake::Block(s)
+                }
+                _ => Wake::Block(&**b),
+            },
             CoreBlocker::Yield => Wake::Yield,
         }
     }
@@ -517,7 +530,9 @@ impl CoreFeed {
     }
 
     fn bell_slot(&self) -> usize {
-        self.bell_slot.load(Ordering::Acquire)
+        self.slot_sleep
+            .as_ref()
+            .map_or(usize::MAX, SlotBlocker::slot)
     }
 
     /// Over the doorbell: the feed joins the domain's bell (a slot, progressed by its
@@ -530,7 +545,9 @@ impl CoreFeed {
             // SAFETY: the feed removes itself (close, drop) before it is freed; it does not
             // move (the caller's contract).
             let slot = unsafe { b.add_feed(self as &dyn Progressed as *const dyn Progressed) };
-            self.bell_slot.store(slot, Ordering::Release);
+            if let Some(s) = &self.slot_sleep {
+                s.set_slot(slot);
+            }
         }
     }
 
@@ -573,6 +590,11 @@ impl CoreFeed {
     /// Bound to an endpoint after its FI_ENABLE: a core that hands out its fds at enable
     /// (rxm) gives none for it, so waits are bounded instead.
     fn bound_late(&self) {
+        if matches!(self.blocker, CoreBlocker::Bell(_)) {
+            // The endpoint's name file was written at its FI_ENABLE, without this counter's
+            // hint: its peers' rings would not reach this counter's slot.
+            self.bound_late_to_bell.store(true, Ordering::Relaxed);
+        }
         if let (
             Plan::FdSet {
                 fds_at_enable: true,

@@ -408,7 +408,7 @@ impl EpBell {
     pub unsafe fn publish(
         ep: *mut ofi::fid_ep,
         bell: &BellBlocker,
-        hints: u64,
+        hints: u128,
     ) -> Option<super::bell::NameFile> {
         // SAFETY: caller's contract.
         let name = unsafe { ep_name(ep) }?;
@@ -451,7 +451,7 @@ impl EpBell {
     ///
     /// # Safety
     /// `ep` is the endpoint, about to be enabled.
-    pub unsafe fn published(&mut self, ep: *mut ofi::fid_ep, hints: u64) -> bool {
+    pub unsafe fn published(&mut self, ep: *mut ofi::fid_ep, hints: u128) -> bool {
         // SAFETY: caller's contract.
         self.name = unsafe { EpBell::publish(ep, &self.record().bell, hints) };
         self.name.is_some()
