@@ -811,6 +811,10 @@ pub struct SlotBlocker {
     bell: std::sync::Arc<BellBlocker>,
     /// The feed's slot ([`BellBlocker::add_feed`]; `usize::MAX`: none yet).
     slot: std::sync::atomic::AtomicUsize,
+    /// The last sleep here ended by [`SLOT_SLEEP`], not by a ring: this waiter's own, as the
+    /// room's leader has the bell's (a domain-wide flag that each of 64 waiters' bounds set
+    /// would be taken by the pull of a rung completion, and make the domain fall back).
+    unrung_wake: AtomicBool,
 }
 
 impl SlotBlocker {
@@ -818,6 +822,7 @@ impl SlotBlocker {
         SlotBlocker {
             bell,
             slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            unrung_wake: AtomicBool::new(false),
         }
     }
 
@@ -829,6 +834,13 @@ impl SlotBlocker {
     /// The feed's slot (`usize::MAX`: none).
     pub fn slot(&self) -> usize {
         self.slot.load(SeqCst)
+    }
+
+    /// Whether the last sleep here ended by its bound (and forgets it): see
+    /// [`BellBlocker::take_unrung_wake`].
+    pub fn take_unrung_wake(&self) -> bool {
+        self.unrung_wake.load(std::sync::atomic::Ordering::Relaxed)
+            && self.unrung_wake.swap(false, SeqCst)
     }
 
     /// Whether the counter's waiter sleeps here: its feed has a slot with a bit of its own, and
@@ -894,7 +906,7 @@ impl Blocker for SlotBlocker {
             self.bell.note_the_ringers_cpu();
         } else if !kicked && capped {
             // The bound ended this sleep: a count the next pull brings in came unrung.
-            self.bell.unrung_wake.store(true, SeqCst);
+            self.unrung_wake.store(true, SeqCst);
         }
     }
 

@@ -348,7 +348,10 @@ impl Feed for CoreFeed {
             // may be what it waits for. After a sleep that no ring ended, a count it brings in
             // came from a peer that did not ring.
             let before = tally.value();
-            let unrung = b.take_unrung_wake();
+            let unrung = match self.slot_sleeper() {
+                Some(s) => s.take_unrung_wake(),
+                None => b.take_unrung_wake(),
+            };
             self.sync_own(tally, errors_too);
             if tally.value() != before {
                 b.ring_back();
@@ -391,11 +394,9 @@ impl Feed for CoreFeed {
         match &self.blocker {
             CoreBlocker::Fd(b) => Wake::Block(&**b),
             CoreBlocker::Cntr(b) => Wake::Block(b),
-            CoreBlocker::Bell(b) => match &self.slot_sleep {
-                Some(s) if s.serves() && !self.bound_late_to_bell.load(Ordering::Relaxed) => {
-                    Wake::Block(s)
-                }
-                _ => Wake::Block(&**b),
+            CoreBlocker::Bell(b) => match self.slot_sleeper() {
+                Some(s) => Wake::Block(s),
+                None => Wake::Block(&**b),
             },
             CoreBlocker::Yield => Wake::Yield,
         }
@@ -527,6 +528,14 @@ impl CoreFeed {
             // SAFETY: the domain's home outlives its counters.
             unsafe { &*self.fd_claim }.store(false, Ordering::SeqCst);
         }
+    }
+
+    /// Over the doorbell: the blocker this counter's waiter sleeps on alone, when it has a slot
+    /// of its own that its endpoints' peers know of (see `slot_sleep`).
+    fn slot_sleeper(&self) -> Option<&SlotBlocker> {
+        self.slot_sleep
+            .as_ref()
+            .filter(|s| s.serves() && !self.bound_late_to_bell.load(Ordering::Relaxed))
     }
 
     fn bell_slot(&self) -> usize {
