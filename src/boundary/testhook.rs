@@ -21,6 +21,10 @@
 //! - `FI_RSCNTR_TEST_STUCK_FD=1`: where rscntr's waiters would sleep on a core wait fd (tcp's
 //!   progress fd, a core wait set's fd) they poll an eventfd signalled once and never drained
 //!   instead: a core whose fd stays readable whatever its progress does.
+//! - `FI_RSCNTR_TEST_SLOT_UNBOUNDED=1`: a waiter asleep on its own slot of shm's doorbell
+//!   (`layer/wait/bell.rs`, `SlotBlocker`) sleeps until rung or its own deadline, without the
+//!   slot's 1 s bound: a ring the slot protocol loses leaves it asleep until its timeout, which
+//!   `prov_test/room_stress.c` counts as a lost wake (the bound would hide it).
 //!
 //! An unknown op name is reported with a warning and ignored. Nothing on a counter's data path
 //! (read, add, wait) consults these hooks.
@@ -145,6 +149,21 @@ pub fn post_again() -> Option<c_int> {
 pub fn stuck_fd() -> bool {
     static STUCK: OnceLock<bool> = OnceLock::new();
     *STUCK.get_or_init(|| std::env::var("FI_RSCNTR_TEST_STUCK_FD").is_ok_and(|v| v.trim() == "1"))
+}
+
+/// True when `FI_RSCNTR_TEST_SLOT_UNBOUNDED=1` (see the module's list); says so once in the log.
+pub fn slot_unbounded() -> bool {
+    static UNBOUNDED: OnceLock<bool> = OnceLock::new();
+    *UNBOUNDED.get_or_init(|| {
+        let on = std::env::var("FI_RSCNTR_TEST_SLOT_UNBOUNDED").is_ok_and(|v| v.trim() == "1");
+        if on {
+            crate::fi_info!(
+                Core,
+                "FI_RSCNTR_TEST_SLOT_UNBOUNDED: waiters sleep on their own doorbell slot without a bound"
+            );
+        }
+        on
+    })
 }
 
 /// Panics when `FI_RSCNTR_TEST_PANIC` names `op`.

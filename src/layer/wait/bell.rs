@@ -875,8 +875,12 @@ impl Blocker for SlotBlocker {
     /// or [`Blocker::interrupt`] (after it signals `kick`) clears it and wakes this thread.
     fn block(&self, _token: Token, kick: &EventFd, until: Option<Instant>) {
         let t0 = Instant::now();
-        let end = until.map_or(t0 + SLOT_SLEEP, |u| u.min(t0 + SLOT_SLEEP));
-        let capped = until.is_none_or(|u| u > t0 + SLOT_SLEEP);
+        let bound = (!crate::boundary::testhook::slot_unbounded()).then(|| t0 + SLOT_SLEEP);
+        let end = match (until, bound) {
+            (Some(u), Some(b)) => Some(u.min(b)),
+            (u, b) => u.or(b),
+        };
+        let capped = bound.is_some_and(|b| until.is_none_or(|u| u > b));
         let (word, bit) = self.slot_word();
         let (mut rung, mut kicked) = (false, false);
         loop {
@@ -892,12 +896,12 @@ impl Blocker for SlotBlocker {
                 break;
             }
             let now = Instant::now();
+            if end.is_some_and(|e| now >= e) {
+                break;
+            }
+            let limit = end.map(|e| e - now);
             // SAFETY: a word of the page the bell keeps mapped.
-            if now >= end
-                || !unsafe {
-                    futex::wait_bits(std::ptr::from_ref(word).cast(), w, Some(end - now), bit)
-                }
-            {
+            if !unsafe { futex::wait_bits(std::ptr::from_ref(word).cast(), w, limit, bit) } {
                 break;
             }
         }
