@@ -13,40 +13,22 @@
 
 use std::time::Duration;
 
-/// Sleeps while `*word == expected`, for at most `limit` (None: no limit); returns false when
-/// the limit ended the sleep, true otherwise (woken, the word changed before the sleep, or a
-/// signal: the caller looks again in every case).
+/// Wakes every thread, of any process, asleep in [`wait_bits`] on `word`, whatever its bits.
 ///
 /// # Safety
-/// `word` points at a live, aligned u32 (an atomic word of a mapping the caller keeps).
-pub unsafe fn wait(word: *const u32, expected: u32, limit: Option<Duration>) -> bool {
-    let ts = limit.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `word` is live and aligned (the caller's contract); the kernel only reads it;
-    // tsp is NULL or a live timespec.
-    let r = unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAIT, expected, tsp) };
-    !(r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT))
-}
-
-/// Wakes every thread, of any process, asleep in [`wait`] on `word`.
-///
-/// # Safety
-/// As [`wait`].
+/// As [`wait_bits`].
 pub unsafe fn wake_all(word: *const u32) {
     // SAFETY: the caller's contract; FUTEX_WAKE uses nothing but the word's address.
     unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE, i32::MAX) };
 }
 
-/// As [`wait`], for a sleeper of the bits `bits` of the word: only a [`wake_bits`] whose bits meet
-/// them wakes it (`FUTEX_WAIT_BITSET`), so that one word serves sleepers woken one by one.
+/// Sleeps while `*word == expected`, for at most `limit` (None: no limit), until a wake whose
+/// bits meet `bits` ([`wake_bits`]; [`wake_all`] meets every bits): one word serves sleepers woken
+/// one by one (`FUTEX_WAIT_BITSET`). Returns false when the limit ended the sleep, true otherwise
+/// (woken, the word changed before the sleep, or a signal: the caller looks again in every case).
 ///
 /// # Safety
-/// As [`wait`].
+/// `word` points at a live, aligned u32 (an atomic word of a mapping the caller keeps).
 pub unsafe fn wait_bits(
     word: *const u32,
     expected: u32,
@@ -88,10 +70,10 @@ pub unsafe fn wait_bits(
 }
 
 /// Wakes every thread, of any process, asleep in [`wait_bits`] on `word` for bits that meet
-/// `bits` (and every one in [`wait`], whose bits are all).
+/// `bits`.
 ///
 /// # Safety
-/// As [`wait`].
+/// As [`wait_bits`].
 pub unsafe fn wake_bits(word: *const u32, bits: u32) {
     // SAFETY: the caller's contract; FUTEX_WAKE_BITSET uses nothing but the word's address.
     unsafe {

@@ -727,27 +727,10 @@ impl Blocker for BellBlocker {
         let t0 = Instant::now();
         let end = until.map_or(t0 + cap, |u| u.min(t0 + cap));
         let left = end.saturating_duration_since(t0);
-        let (mut rung, mut kicked) = (false, false);
-        loop {
-            let word = self.armed().load(SeqCst);
-            if word & bell::FUTEX == 0 {
-                // A ring, or an interrupt (which clears the bit too).
-                rung = true;
-                break;
-            }
-            // An interrupt signals the kick before it clears the bit: one that came before
-            // this round armed the bit again shows only in the kick (a syscall, before a
-            // sleep only).
-            if poll_which(kick.as_raw_fd(), -1, Some(Duration::ZERO)).0 {
-                kicked = true;
-                break;
-            }
-            let now = Instant::now();
-            // SAFETY: the word of the page this blocker keeps mapped.
-            if now >= end || !unsafe { futex::wait(self.armed_word(), word, Some(end - now)) } {
-                break;
-            }
-        }
+        // A plain FUTEX_WAKE (a ring, `kick_sleepers`) wakes it: every futex bit.
+        let woke = sleep_while_armed(self.armed(), bell::FUTEX, u32::MAX, kick, Some(end));
+        // Cleared: a ring, or an interrupt (which clears the bit too).
+        let (rung, kicked) = (woke == Woke::Cleared, woke == Woke::Kicked);
         self.adapt_pull(rung, t0.elapsed());
         if rung {
             self.note_the_ringers_cpu();
@@ -882,29 +865,8 @@ impl Blocker for SlotBlocker {
         };
         let capped = bound.is_some_and(|b| until.is_none_or(|u| u > b));
         let (word, bit) = self.slot_word();
-        let (mut rung, mut kicked) = (false, false);
-        loop {
-            let w = word.load(SeqCst);
-            if w & bit == 0 {
-                rung = true;
-                break;
-            }
-            // As in BellBlocker::block: an interrupt that came before this round's arming
-            // shows only in the kick.
-            if poll_which(kick.as_raw_fd(), -1, Some(Duration::ZERO)).0 {
-                kicked = true;
-                break;
-            }
-            let now = Instant::now();
-            if end.is_some_and(|e| now >= e) {
-                break;
-            }
-            let limit = end.map(|e| e - now);
-            // SAFETY: a word of the page the bell keeps mapped.
-            if !unsafe { futex::wait_bits(std::ptr::from_ref(word).cast(), w, limit, bit) } {
-                break;
-            }
-        }
+        let woke = sleep_while_armed(word, bit, bit, kick, end);
+        let (rung, kicked) = (woke == Woke::Cleared, woke == Woke::Kicked);
         self.bell.adapt_pull(rung, t0.elapsed());
         if rung {
             self.bell.note_the_ringers_cpu();
@@ -927,6 +889,48 @@ impl Blocker for SlotBlocker {
     /// As the bell's: leave a shared ringer's CPU, pull a while before sleeping.
     fn pull_before_sleep(&self) -> Option<Duration> {
         self.bell.pull_before_sleep()
+    }
+}
+
+/// How [`sleep_while_armed`] ended.
+#[derive(PartialEq, Eq)]
+enum Woke {
+    /// The bit was cleared: a ring, or an interrupt.
+    Cleared,
+    Kicked,
+    /// The end came.
+    Ended,
+}
+
+/// Sleeps in a futex on `word` while `bit` stays set in it (a ring or an interrupt clears it),
+/// `kick` is not signalled and `end` has not come. `futex_bits`: the wakes that reach the
+/// sleeper (`FUTEX_WAKE_BITSET` bits; all of them for a plain `FUTEX_WAKE`).
+fn sleep_while_armed(
+    word: &bell::AtomicU32,
+    bit: u32,
+    futex_bits: u32,
+    kick: &EventFd,
+    end: Option<Instant>,
+) -> Woke {
+    loop {
+        let w = word.load(SeqCst);
+        if w & bit == 0 {
+            return Woke::Cleared;
+        }
+        // An interrupt signals the kick before it clears the bit: one that came before this
+        // round armed the bit again shows only in the kick (a syscall, before a sleep only).
+        if poll_which(kick.as_raw_fd(), -1, Some(Duration::ZERO)).0 {
+            return Woke::Kicked;
+        }
+        let now = Instant::now();
+        if end.is_some_and(|e| now >= e) {
+            return Woke::Ended;
+        }
+        let limit = end.map(|e| e - now);
+        // SAFETY: a word of a bell's page, which the caller keeps mapped.
+        if !unsafe { futex::wait_bits(std::ptr::from_ref(word).cast(), w, limit, futex_bits) } {
+            return Woke::Ended;
+        }
     }
 }
 
