@@ -142,6 +142,14 @@ impl Page {
     fn armed_word(&self) -> *const u32 {
         std::ptr::from_ref(&self.armed).cast()
     }
+
+    /// Before a futex wake: where the woken thread should not stay (see
+    /// `leave_the_ringers_cpu`), the ringer's CPU.
+    fn note_ringers_cpu(&self) {
+        // SAFETY: no arguments.
+        let cpu = unsafe { libc::sched_getcpu() };
+        self.ringer_cpu.store(cpu.wrapping_add(1) as u32, SeqCst);
+    }
 }
 
 /// What a bell's name file holds.
@@ -1115,7 +1123,7 @@ impl NameFile {
             pid_ns: pid_ns(),
             fd: memfd,
             _pad: 0,
-            hints: [hints as u64, (hints >> 64) as u64],
+            hints: split_hints(hints),
         };
         // A file left by an endpoint of the same address (a process of a former run) goes.
         for attempt in 0..2 {
@@ -1407,10 +1415,7 @@ impl PeerBell {
     /// Wakes the sleepers of the slot bits `taken` of `word` (see [`SlotBlocker`]).
     #[cold]
     fn wake_slots(&self, page: &Page, word: &bell::AtomicU32, taken: u32) {
-        // SAFETY: no arguments.
-        let cpu = unsafe { libc::sched_getcpu() };
-        // Where the woken thread should not stay (see `leave_the_ringers_cpu`).
-        page.ringer_cpu.store(cpu.wrapping_add(1) as u32, SeqCst);
+        page.note_ringers_cpu();
         // SAFETY: the peer's word, mapped as long as self lives.
         unsafe { futex::wake_bits(std::ptr::from_ref(word).cast(), taken) };
     }
@@ -1425,7 +1430,7 @@ impl PeerBell {
         } else {
             HINT_ALL
         };
-        for (half, bits) in page.hints.iter().zip([bits as u64, (bits >> 64) as u64]) {
+        for (half, bits) in page.hints.iter().zip(split_hints(bits)) {
             if bits != 0 {
                 half.fetch_or(bits, SeqCst);
             }
@@ -1436,12 +1441,9 @@ impl PeerBell {
     #[cold]
     fn ring(&self, ways: u32) {
         if ways & bell::FUTEX != 0 {
-            // SAFETY: no arguments.
-            let cpu = unsafe { libc::sched_getcpu() };
             // SAFETY: mapped as long as self lives; only its atomics are touched.
             let page = unsafe { &*self.page };
-            // Where the woken thread should not stay (see `leave_the_ringers_cpu`).
-            page.ringer_cpu.store(cpu.wrapping_add(1) as u32, SeqCst);
+            page.note_ringers_cpu();
             // SAFETY: the peer's word, mapped as long as self lives.
             unsafe { futex::wake_all(page.armed_word()) };
         }
@@ -1548,12 +1550,13 @@ fn map_peer(addr: &[u8]) -> Option<PeerBell> {
     for (dst, src) in sa.sun_path.iter_mut().zip(bytes.iter().take(len)) {
         *dst = *src as libc::c_char;
     }
+    let hints = join_hints(r.hints);
     Some(PeerBell {
         page,
         addr: sa,
         addr_len: (std::mem::size_of::<libc::sa_family_t>() + len) as libc::socklen_t,
-        hints: join_hints(r.hints),
-        slot_bits: slot_bits_of(join_hints(r.hints)),
+        hints,
+        slot_bits: slot_bits_of(hints),
         file: (st.st_dev, st.st_ino),
     })
 }
@@ -1566,6 +1569,11 @@ fn slot_bits_of(hints: Hints) -> [u32; SLOT_WORDS] {
 /// [`Hints`] from its low and high halves (as the page and the name record keep them).
 fn join_hints([lo, hi]: [u64; 2]) -> Hints {
     Hints::from(lo) | Hints::from(hi) << 64
+}
+
+/// The low and high halves of [`Hints`] (see [`join_hints`]).
+fn split_hints(hints: Hints) -> [u64; 2] {
+    [hints as u64, (hints >> 64) as u64]
 }
 
 /// The peers reached through one AV, by fi_addr: looked up once each, lock-free after.
