@@ -45,6 +45,8 @@ def parse(path):
             i = w.index("lat_us")
             out["spin"], out["spin90"], out["spinmax"] = map(float, w[i + 1:i + 4])
             out["spin_reads"] = float(w[w.index("reads") + 1])
+        elif w[0] == "kwake_us":
+            out["kwake"], out["kwake99"] = map(float, w[1:3])
         elif w[0] in ("error", "noresult", "exit", "sender"):
             out.setdefault("error", line.strip())
     return out
@@ -159,7 +161,7 @@ def main():
         objects_section(md, cores, get)
 
     # ---- 2 and 3. wakes -----------------------------------------------------------------------
-    wake_sections(md, cores, get, modes, base)
+    wake_sections(md, cores, get, modes, base, raw)
     plots(md, docs, cores, get, modes, base)
     open(os.path.join(docs, "growth.md"), "w").write("\n".join(md))
 
@@ -226,8 +228,8 @@ def objects_section(md, cores, get):
 
 
 
-def wake_sections(md, cores, get, modes, base):
-    def wake_section(title, mode, ns, intro):
+def wake_sections(md, cores, get, modes, base, raw):
+    def wake_section(title, mode, ns, intro, yardstick=False):
         md.append(title + "\n")
         md.append(intro + "\n")
         for core in cores:
@@ -263,6 +265,15 @@ def wake_sections(md, cores, get, modes, base):
                 parts.append(f"others woken {fmt(a['woke'], 0)} → {fmt(z['woke'], 0)}")
                 rl.append(f"{via} N = {have[-1]} / N = {have[0]}: " + ", ".join(parts))
             md.append("\nRatios: " + "; ".join(rl) + ".\n")
+            kw = yardstick and parse(os.path.join(raw, f"kwake-{core.replace(';', '_')}.txt"))
+            one, many = (rows.get(("rscntr", n), (None,))[0] for n in (ns[0], ns[-1]))
+            if kw and "kwake" in kw and one and many:
+                extra = many["lat"] - one["lat"]
+                md.append(f"One kernel wake (bench/kernel_wake.c, a process asleep 40 ms woken by a "
+                          f"datagram, run before this core's waiters): median {fmt(kw['kwake'])} µs, "
+                          f"p99 {fmt(kw['kwake99'])}. rscntr N = {ns[-1]} − N = {ns[0]}: "
+                          f"{fmt(extra)} µs of latency, {extra / kw['kwake']:.2f} times one kernel "
+                          "wake.\n")
 
     common = ("Per sample the waiters have slept 40 ms; the receiver then takes its CPU time "
               "(`getrusage(RUSAGE_SELF)`, all threads) and every waiter's voluntary context switches "
@@ -278,10 +289,12 @@ def wake_sections(md, cores, get, modes, base):
         wake_section("## 2. Waiters per domain", "waiters", [1, 4, 16, 64],
                  "N threads, each in `fi_cntr_wait(FI_WAIT_UNSPEC, 2 s)` on its own counter bound "
                  "`FI_RECV` to its own endpoint, all in ONE domain; one message to endpoint (sample mod N). " + common +
-                 "Over shm both yield between progress calls: they never sleep (woke is 0: a yield is no "
-                 "voluntary context switch) and one waiter takes a whole core, two or more both cores (the "
-                 "CPU column is the machine's 2 × 25 ms), so there the cost per window is bounded by the "
-                 "machine, not by the number of waiters.")
+                 "Over shm the core's own waiters yield between progress calls: they never sleep (woke is 0: "
+                 "a yield is no voluntary context switch) and one waiter takes a whole core, two or more both "
+                 "cores (the CPU column is the machine's 2 × 25 ms); rscntr's sleep on the domain's doorbell. "
+                 "Over tcp and tcp;ofi_rxm a completion for a waiter that does not lead the room (docs/design.md) "
+                 "costs two wakes in turn, the leader's and its own: each core's table is followed by one "
+                 "kernel wake measured in the same run, the yardstick of that second wake.", yardstick=True)
     if "endpoints" not in modes:
         return
     wake_section("## 3. Endpoints per counter", "endpoints", [1, 16, 64, 256],

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Cost growth (issue 18, bench/growth.c): counters per domain (open, bind, close time and memory
 # per counter, bound and unbound), waiters per domain (one completion: wake latency, CPU of the
-# window around it, how many other waiters woke) and endpoints per counter (the same, the
-# cost of fi_cntr_read and the latency of a reader spinning on it), the core's own counters
-# (-p <core>) beside rscntr over it (-p rscntr), over tcp, tcp;ofi_rxm and shm. Writes
-# docs/growth.md and docs/growth_*.svg (only when every mode ran: else into OUT_DIR).
+# window around it, how many other waiters woke; beside one kernel wake, bench/kernel_wake.c)
+# and endpoints per counter (the same, the cost of fi_cntr_read and the latency of a reader
+# spinning on it), the core's own counters (-p <core>) beside rscntr over it (-p rscntr), over
+# tcp, tcp;ofi_rxm and shm. Writes docs/growth.md and docs/growth_*.svg (only when every mode
+# ran: else into OUT_DIR).
 #   scripts/bench_growth.sh [-s SAMPLES] [-W WINDOW_MS] [-c "CORE ..."] [-m "MODE ..."]
 #                           [-B DSO_DIR] [-o OUT_DIR]
 #   -s  completions per wake run (default 20; each also has an idle window)
@@ -26,7 +27,7 @@ while getopts "s:W:c:m:B:o:" opt; do
     case $opt in
         s) SAMPLES=$OPTARG ;; W) WINDOW=$OPTARG ;; c) CORES=$OPTARG ;; o) OUT=$OPTARG ;;
         m) MODES=$OPTARG ;; B) BASE=$(cd "$OPTARG" && pwd) ;;
-        *) sed -n '2,19p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,20p' "$0" >&2; exit 2 ;;
     esac
 done
 [ -z "$BASE" ] || [ -f "$BASE/librscntr-fi.so" ] || { echo "no $BASE/librscntr-fi.so" >&2; exit 1; }
@@ -37,6 +38,7 @@ export LD_LIBRARY_PATH=$LF_PREFIX/lib FI_PROVIDER_PATH=$PROV_DIR
 mkdir -p "$OUT" target
 gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/growth.c -L"$LF_PREFIX/lib" \
     -lfabric -lpthread -o target/growth
+gcc -O2 -g -Wall -Wextra -Werror bench/kernel_wake.c -o target/kernel_wake
 
 isolated() {
     unshare --net --mount --fork sh -c 'ip link set lo up &&
@@ -84,6 +86,11 @@ for core in $CORES; do
             done
         done
     done
+    # The waiters mode's yardstick: one kernel wake of a thread asleep as long as the waiters
+    # (bench/kernel_wake.c, no libfabric), before each core's waiter runs. A completion for a
+    # waiter that does not lead costs two wakes in turn (the leader's, then its own).
+    has waiters && { timeout 60 target/kernel_wake -n 100 -I 40 \
+        > "$OUT/kwake-$(tr ';' _ <<<"$core").txt" 2>&1 || true; }
     for m in waiters endpoints; do
         has $m || continue
         if [ $m = waiters ]; then ns="1 4 16 64"; else ns="1 16 64 256"; fi
