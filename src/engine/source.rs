@@ -397,9 +397,10 @@ impl Room {
     /// completion; the first pull drains the shared fd, and leaves readable only the fds of the
     /// members it completed something for, which are pulled next. No look after those: the
     /// leader's next sleep polls the same fds and returns at once if one is readable again, and
-    /// a look over 64 nested wait sets costs what a pull does after a sleep (about 25 µs each,
-    /// caches cold), so a second look per completion only doubled that cost. Bounded by the
-    /// number of members.
+    /// a look over 64 nested wait sets costs about as much as a pull after a sleep (25-45 µs,
+    /// caches cold); a second look, which almost always found nothing, made a completion's
+    /// round over tcp;ofi_rxm with 64 waiters 109 µs instead of 97. Bounded by the number of
+    /// members.
     pub(super) fn service_due(&self) {
         let mut fds = Vec::new();
         let mut readable = Vec::new();
