@@ -9,12 +9,15 @@
  * Over cores with something to block on (tcp, tcp;ofi_rxm, udp;ofi_rxd, sockets with auto
  * progress) an idle waiter must be asleep in the kernel, in the syscall of the core's wait
  * object (ppoll on its fd; futex for sockets' counter wait; for FD counters the
- * application's own poll), and no rscntr thread may be running meanwhile. Over shm, which
- * has nothing to block on, rscntr's doorbell is (issue 27): its waiters must be asleep too, in
- * futex for fi_cntr_wait (FI_RSCNTR_SHM_BELL=0: they yield as shm's own do, and only the wake
- * is checked). Each endpoint sends to itself, so from the second on the domain's own bell is
- * mapped as a peer's (as in an MPI job, whose ranks have their own address in their AV): an
- * arming waiter that rang it would never sleep. So UNSPEC is checked again after FD.
+ * application's own poll), its own CPU time under 10 % of the time it is looked at, and no
+ * rscntr thread may be running meanwhile. With FI_RSCNTR_TEST_STUCK_FD=1 (the core's fd
+ * stays readable; rscntr's leader naps between looks) its CPU time alone says whether it
+ * spins: a thread woken from a nap on a loaded machine waits for a CPU in state R. Over shm,
+ * which has nothing to block on, rscntr's doorbell is (issue 27): its waiters must be asleep
+ * too, in futex for fi_cntr_wait (FI_RSCNTR_SHM_BELL=0: they yield as shm's own do, and only
+ * the wake is checked). Each endpoint sends to itself, so from the second on the domain's own
+ * bell is mapped as a peer's (as in an MPI job, whose ranks have their own address in their
+ * AV): an arming waiter that rang it would never sleep. So UNSPEC is checked again after FD.
  *
  * Last, an FD counter in a domain opened FI_THREAD_DOMAIN (fabtests' threading), its calls
  * serialized by a lock as that level asks: rscntr's watcher may not drive such a core, so the
@@ -38,6 +41,13 @@
 
 #define SIZE 64
 #define SAMPLES 10
+/* An idle waiter that sleeps uses next to nothing (a napping leader over a stuck fd about
+ * 1 %); one that polls or yields uses a whole CPU. */
+#define MAX_IDLE_CPU_PCT 10.0
+
+/* FI_RSCNTR_TEST_STUCK_FD=1 (src/boundary/testhook.rs): rscntr's sleepers poll an fd that
+ * stays readable. */
+static int stuck_fd;
 
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
@@ -157,6 +167,14 @@ static int rscntr_threads_running(void)
 	return running;
 }
 
+/* Milliseconds on `clock` (a thread's CPU clock). */
+static double clock_ms(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 static const char *wait_name(enum fi_wait_obj w)
 {
 	return w == FI_WAIT_FD ? "FD" : w == FI_WAIT_YIELD ? "YIELD" : "UNSPEC";
@@ -206,6 +224,12 @@ static void one(struct fi_info *info, enum fi_wait_obj wait_obj, int blocks, con
 	int asleep = 0, in_call = 0, ours_running = 0;
 	long last_call = -2;
 	char last_state = '?';
+	/* The waiter's own CPU time over the samples: what a waiter that polls or spins would
+	 * show whatever the scheduler does with it (a thread woken from a nap and waiting for a
+	 * CPU on a loaded machine is in state R without running). */
+	clockid_t waiter_clock;
+	int have_clock = pthread_getcpuclockid(t, &waiter_clock) == 0;
+	double cpu0 = have_clock ? clock_ms(waiter_clock) : 0, wall0 = now_ms();
 	for (int i = 0; i < SAMPLES; i++) {
 		long nr;
 		char s = thread_state(atomic_load(&w.tid), &nr);
@@ -217,14 +241,25 @@ static void one(struct fi_info *info, enum fi_wait_obj wait_obj, int blocks, con
 		last_state = s;
 		usleep(10000);
 	}
+	double cpu_pct = have_clock ? 100 * (clock_ms(waiter_clock) - cpu0) / (now_ms() - wall0) : -1;
 	printf("bound_wait: %s: idle waiter asleep in %d/%d samples, in the expected syscall in %d "
-	       "(last: state %c, syscall %ld); rscntr threads running in %d samples\n",
-	       wait_name(wait_obj), asleep, SAMPLES, in_call, last_state, last_call, ours_running);
+	       "(last: state %c, syscall %ld), its CPU %.2f %% of the time; rscntr threads running "
+	       "in %d samples\n",
+	       wait_name(wait_obj), asleep, SAMPLES, in_call, last_state, last_call, cpu_pct,
+	       ours_running);
 	if (blocks && wait_obj != FI_WAIT_YIELD) {
-		CHECK(asleep >= SAMPLES - 2, "%s waiter was not asleep (%d/%d)", wait_name(wait_obj),
-		      asleep, SAMPLES);
-		CHECK(in_call >= SAMPLES - 2, "%s waiter not in the core's wait (%d/%d, last %ld)",
-		      wait_name(wait_obj), in_call, SAMPLES, last_call);
+		CHECK(have_clock, "no CPU clock for the %s waiter", wait_name(wait_obj));
+		CHECK(cpu_pct < MAX_IDLE_CPU_PCT, "%s waiter used %.1f %% of a CPU while idle",
+		      wait_name(wait_obj), cpu_pct);
+		/* A core fd that stays readable (FI_RSCNTR_TEST_STUCK_FD): the leader naps up to
+		 * 4 ms at a time between looks (src/engine/stuck.rs), so a sample can catch it
+		 * woken and not yet run; its CPU above says whether it spins. */
+		if (!stuck_fd) {
+			CHECK(asleep >= SAMPLES - 2, "%s waiter was not asleep (%d/%d)",
+			      wait_name(wait_obj), asleep, SAMPLES);
+			CHECK(in_call >= SAMPLES - 2, "%s waiter not in the core's wait (%d/%d, last %ld)",
+			      wait_name(wait_obj), in_call, SAMPLES, last_call);
+		}
 		/* A thread polling the core would be running in every sample; allow a sample
 		 * to catch rscntr's fd watcher between two sleeps. */
 		CHECK(ours_running <= SAMPLES / 3,
@@ -250,6 +285,8 @@ static void one(struct fi_info *info, enum fi_wait_obj wait_obj, int blocks, con
 int main(void)
 {
 	const char *core = NULL;
+	const char *stuck = getenv("FI_RSCNTR_TEST_STUCK_FD");
+	stuck_fd = stuck && !strcmp(stuck, "1");
 	struct fi_info *info = rdm_thread_safe_info("bound_wait", &core);
 	if (!info)
 		return finish("bound_wait");
