@@ -33,7 +33,7 @@ step prov "prov_test over the other cores (none, tcp;ofi_rxm, sockets, udp;ofi_r
     prov_test_over_cores "$LF21" none "tcp;ofi_rxm" sockets "udp;ofi_rxd" udp
 step prov "a reader spinning on fi_cntr_read sees every completion: 128/128/64 endpoints on one counter over shm, tcp, tcp;ofi_rxm" \
     spin_read_over_cores "$LF21"
-step prov "waiters over a core whose fd stays readable (FI_RSCNTR_TEST_STUCK_FD): room_stress over tcp, tcp;ofi_rxm, udp;ofi_rxd loses no wake; bound_wait's idle waiter sleeps" \
+step prov "waiters over a core whose fd stays readable (FI_RSCNTR_TEST_STUCK_FD): room_stress over tcp, tcp;ofi_rxm, udp;ofi_rxd loses no wake; bound_wait's idle waiter does not spin (its CPU under 10 %)" \
     waits_over_a_stuck_fd "$LF21"
 step quick,prov "a waiter over rscntr(shm) sleeps and its peer's send, write, read, atomic wake it (issue 27's doorbell; shm_sleep in a private /dev/shm, doorbell on, then off; room_stress with unbounded slot sleeps)" \
     shm_sleep_over_shm "$LF21"
