@@ -167,14 +167,6 @@ static int rscntr_threads_running(void)
 	return running;
 }
 
-/* Milliseconds on `clock` (a thread's CPU clock). */
-static double clock_ms(clockid_t clock)
-{
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static const char *wait_name(enum fi_wait_obj w)
 {
 	return w == FI_WAIT_FD ? "FD" : w == FI_WAIT_YIELD ? "YIELD" : "UNSPEC";

@@ -33,11 +33,17 @@ static int h_passed, h_failed;
 		      #call, _r, fi_strerror((int) -_r), (long) (expected));              \
 	} while (0)
 
-static inline double now_ms(void)
+/* Milliseconds on `clock` (CLOCK_MONOTONIC, or a thread's CPU clock). */
+static inline double clock_ms(clockid_t clock)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static inline double now_ms(void)
+{
+	return clock_ms(CLOCK_MONOTONIC);
 }
 
 /* Posts until the core takes it, reading `cq` (an fid_cq *) meanwhile, for at most 10 s:
