@@ -793,15 +793,9 @@ impl<S: Store> Counter<S> {
                     stuck.slept(slept_from.elapsed(), true);
                     room.mark_due(None);
                 }
-                Some(kick) if !sleep.no_fd => {
-                    use std::os::fd::AsRawFd;
+                Some(_) if !sleep.no_fd => {
                     let until = source::limit(deadline, sleep.cap);
-                    super::eventfd::sleep_until_any_readable(
-                        &sleep.fds,
-                        kick.as_raw_fd(),
-                        until,
-                        &mut readable,
-                    );
+                    room.sleep_on_fds(&sleep.members, until, &mut readable);
                     stuck.slept(slept_from.elapsed(), !readable.is_empty());
                     // A bounded sleep that ran out (a core's timers): pull everybody.
                     let timed_out = readable.is_empty() && sleep.cap.is_some();

@@ -12,6 +12,8 @@ pub mod bell;
 mod counter;
 pub mod duty;
 mod eventfd;
+#[cfg(not(loom))]
+pub mod flat_set;
 pub mod futex;
 pub mod progress;
 pub mod source;

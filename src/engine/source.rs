@@ -21,7 +21,7 @@
 //! sleeps in the core's blockers for all, so that one completion wakes one thread.
 
 use super::EventFd;
-use super::sync::{AtomicBool, Mutex};
+use super::sync::{AtomicBool, AtomicU64, Mutex};
 use event_listener::Event;
 use std::os::fd::RawFd;
 use std::sync::OnceLock;
@@ -198,6 +198,32 @@ pub struct Room {
     kicked: AtomicBool,
     /// False only in the models' planted bug (see [`Room::without_handoff`]).
     handoff: bool,
+    /// Bumped when a core may have changed what the members' wait sets hold
+    /// ([`Room::wait_sets_changed`]).
+    sets_generation: AtomicU64,
+    /// The leader's sleep over many fds as one epoll set of their leaves (`flat_set.rs`).
+    #[cfg(not(loom))]
+    flat: Mutex<Flat>,
+    /// How many leaves that set held at the leader's last sleep in it (0: none yet).
+    flat_leaves: std::sync::atomic::AtomicUsize,
+}
+
+/// The state of a room's [`FlatSet`](super::flat_set::FlatSet).
+#[cfg(not(loom))]
+#[derive(Default)]
+enum Flat {
+    /// Not asked for ([`Room::flatten_wait_sets`]): the leader polls the members' fds.
+    #[default]
+    Off,
+    /// Asked for; built at the first sleep over many fds. `report` says why a set could not
+    /// be built (the leader then polls the fds until the wait sets change).
+    On { report: fn(&str) },
+    Built {
+        set: super::flat_set::FlatSet,
+        report: fn(&str),
+    },
+    /// Could not be built for this generation of the wait sets.
+    Failed { generation: u64, report: fn(&str) },
 }
 
 // SAFETY: the raw pointers in `State` are only dereferenced under the room's lock while their
@@ -220,6 +246,10 @@ impl Room {
             kick: OnceLock::new(),
             kicked: AtomicBool::new(false),
             handoff: true,
+            sets_generation: AtomicU64::new(0),
+            #[cfg(not(loom))]
+            flat: Mutex::new(Flat::Off),
+            flat_leaves: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -231,6 +261,130 @@ impl Room {
             handoff: false,
             ..Self::new()
         }
+    }
+
+    /// Lets the leader sleep over many members' fds in one epoll set of what their wait sets
+    /// hold (`flat_set.rs`), `report` telling why, if it cannot; None: it polls the fds.
+    pub fn flatten_wait_sets(&self, report: Option<fn(&str)>) {
+        #[cfg(not(loom))]
+        {
+            *self.flat.lock() = match report {
+                Some(report) => Flat::On { report },
+                None => Flat::Off,
+            };
+        }
+        #[cfg(loom)]
+        let _ = report;
+    }
+
+    /// How many leaves the leader's flattened set held at its last sleep in it; None if it
+    /// never slept in one (for tests).
+    #[doc(hidden)]
+    pub fn flat_leaves(&self) -> Option<usize> {
+        match self.flat_leaves.load(SeqCst) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// A core may have changed what the members' wait sets hold (an endpoint bound, enabled or
+    /// closed): the leader rebuilds its flattened set before it sleeps again, and is
+    /// interrupted if it sleeps now.
+    pub fn wait_sets_changed(&self) {
+        self.sets_generation.fetch_add(1, SeqCst);
+        if self.state.lock().leader.is_some() {
+            self.interrupt_leader(None);
+        }
+    }
+
+    /// Sleeps until one of `members`' fds (`(serial, fd)`, see [`Blocker::serial`]) or the
+    /// kick is readable, or `limit` passed; leaves in `readable` the fds that were. A zero
+    /// limit only looks (without the kick). In the flattened set when there is one (see
+    /// [`Room::flatten_wait_sets`]), else a `ppoll` of the fds.
+    pub(super) fn sleep_on_fds(
+        &self,
+        members: &[(u64, RawFd)],
+        limit: Option<Duration>,
+        readable: &mut Vec<RawFd>,
+    ) {
+        #[cfg(not(loom))]
+        if members.len() > 1 && self.flat_sleep(members, limit, readable) {
+            return;
+        }
+        let fds: Vec<RawFd> = members.iter().map(|&(_, fd)| fd).collect();
+        let kick = match self.kick() {
+            Some(k) if limit != Some(Duration::ZERO) => {
+                use std::os::fd::AsRawFd;
+                k.as_raw_fd()
+            }
+            _ => -1,
+        };
+        super::eventfd::sleep_until_any_readable(&fds, kick, limit, readable);
+    }
+
+    /// [`Room::sleep_on_fds`] in the flattened set; false if there is none.
+    #[cfg(not(loom))]
+    fn flat_sleep(
+        &self,
+        members: &[(u64, RawFd)],
+        limit: Option<Duration>,
+        readable: &mut Vec<RawFd>,
+    ) -> bool {
+        use super::flat_set::{FlatSet, RECHECK, Woken};
+        use std::os::fd::AsRawFd;
+        let Some(kick) = self.kick() else {
+            return false;
+        };
+        let generation = self.sets_generation.load(SeqCst);
+        let mut flat = self.flat.lock();
+        let report = match &*flat {
+            Flat::Off => return false,
+            Flat::Failed {
+                generation: g,
+                report,
+            } => {
+                if *g == generation {
+                    return false;
+                }
+                *report
+            }
+            Flat::On { report } | Flat::Built { report, .. } => *report,
+        };
+        if !matches!(&*flat, Flat::Built { .. }) {
+            match FlatSet::new(kick.as_raw_fd()) {
+                Ok(set) => *flat = Flat::Built { set, report },
+                Err(e) => {
+                    report(&format!("no epoll set for the room's leader: {e}"));
+                    *flat = Flat::Failed { generation, report };
+                    return false;
+                }
+            }
+        }
+        let Flat::Built { set, .. } = &mut *flat else {
+            return false;
+        };
+        if let Err(e) = set.sync(generation, members) {
+            report(&format!(
+                "the wait sets of a room's members cannot be flattened ({e}); its leader polls them"
+            ));
+            *flat = Flat::Failed { generation, report };
+            return false;
+        }
+        self.flat_leaves.store(set.registered(), SeqCst);
+        let look = limit == Some(Duration::ZERO);
+        let bounded = !look && limit.is_none_or(|l| l > RECHECK);
+        let woken = set.wait(if bounded { Some(RECHECK) } else { limit }, readable);
+        if bounded && woken == Woken::TimedOut {
+            // Nothing in the set for RECHECK: look at the members' own fds, in case a core
+            // changed a wait set without the layer knowing.
+            let fds: Vec<RawFd> = members.iter().map(|&(_, fd)| fd).collect();
+            super::eventfd::sleep_until_any_readable(&fds, -1, Some(Duration::ZERO), readable);
+            if !readable.is_empty() {
+                report("a member's wait set changed unannounced; the room's set is rebuilt");
+                self.sets_generation.fetch_add(1, SeqCst);
+            }
+        }
+        true
     }
 
     /// The fd that interrupts the leader's sleep (None if none could be made: the leader then
@@ -402,7 +556,7 @@ impl Room {
     /// round over tcp;ofi_rxm with 64 waiters 109 µs instead of 97. Bounded by the number of
     /// members.
     pub(super) fn service_due(&self) {
-        let mut fds = Vec::new();
+        let mut fds: Vec<(u64, RawFd)> = Vec::new();
         let mut readable = Vec::new();
         // Blockers serviced this round: each at most once (a core may leave a serviced fd
         // readable, nested wait fds whose own signal only their owner resets; the next sleep's
@@ -438,11 +592,12 @@ impl Room {
                     o.fresh = false;
                 }
                 // SAFETY: as above.
+                let blocker = unsafe { &*o.blocker };
                 if !looked
-                    && let Some(fd) = unsafe { &*o.blocker }.fd()
-                    && !fds.contains(&fd)
+                    && let Some(fd) = blocker.fd()
+                    && !fds.iter().any(|&(_, f)| f == fd)
                 {
-                    fds.push(fd);
+                    fds.push((blocker.serial(), fd));
                 }
             }
             if looked {
@@ -450,7 +605,7 @@ impl Room {
             }
             looked = true;
             drop(st);
-            super::eventfd::sleep_until_any_readable(&fds, -1, Some(Duration::ZERO), &mut readable);
+            self.sleep_on_fds(&fds, Some(Duration::ZERO), &mut readable);
             // What is still readable after this pull: only those members are due now (the
             // first pull of a round drains what all fds shared).
             let mut st = self.state.lock();
@@ -469,6 +624,7 @@ impl Room {
     pub(super) fn arm_all(&self, sleep: &mut Sleep) -> bool {
         let mut st = self.state.lock();
         sleep.fds.clear();
+        sleep.members.clear();
         sleep.cap = None;
         sleep.single = None;
         sleep.no_fd = false;
@@ -494,7 +650,10 @@ impl Room {
                 return false;
             }
             match b.fd() {
-                Some(fd) => sleep.fds.push(fd),
+                Some(fd) => {
+                    sleep.fds.push(fd);
+                    sleep.members.push((b.serial(), fd));
+                }
                 None => sleep.no_fd = true,
             }
             if let Some(c) = b.max_sleep() {
@@ -577,6 +736,8 @@ impl State {
 #[derive(Default)]
 pub(super) struct Sleep {
     pub fds: Vec<std::os::fd::RawFd>,
+    /// The same fds with their blockers' serials ([`Room::sleep_on_fds`]).
+    pub members: Vec<(u64, std::os::fd::RawFd)>,
     pub cap: Option<Duration>,
     /// All members share this blocker: sleep in it (its own `block`).
     pub single: Option<*const dyn Blocker>,

@@ -1,0 +1,513 @@
+//! A room leader's flattened epoll set (`src/engine/flat_set.rs`): wait sets nested as rxm's
+//! over tcp (a per-member set holding an inner set that holds one progress set shared by all)
+//! flattened into their leaves, and a room whose leader sleeps in it.
+
+use rscntr::engine::flat_set::{FlatSet, Unflattened, Woken};
+use rscntr::engine::{Blocker, Counter, EventFd, Room, Source, Timeout, Token, WaitStrategy, Wake};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Fds a test made, closed at its end.
+#[derive(Default)]
+struct Fds(Mutex<Vec<RawFd>>);
+
+impl Fds {
+    fn keep(&self, fd: RawFd) -> RawFd {
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        self.0.lock().unwrap().push(fd);
+        fd
+    }
+    fn epoll(&self) -> RawFd {
+        // SAFETY: no memory arguments.
+        self.keep(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })
+    }
+    fn eventfd(&self) -> RawFd {
+        // SAFETY: no memory arguments.
+        self.keep(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })
+    }
+    /// A pipe: (read end, write end).
+    fn pipe(&self) -> (RawFd, RawFd) {
+        let mut p = [0; 2];
+        // SAFETY: fills two fds.
+        assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK) }, 0);
+        (self.keep(p[0]), self.keep(p[1]))
+    }
+}
+
+impl Drop for Fds {
+    fn drop(&mut self) {
+        for &fd in self.0.lock().unwrap().iter() {
+            // SAFETY: fds this test opened.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+fn add(set: RawFd, fd: RawFd, events: u32) {
+    let mut ev = libc::epoll_event {
+        events,
+        u64: fd as u64,
+    };
+    // SAFETY: a valid event; the kernel checks the fds.
+    let r = unsafe { libc::epoll_ctl(set, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+}
+
+const IN: u32 = libc::EPOLLIN as u32;
+
+fn signal(efd: RawFd) {
+    let one = 1u64;
+    // SAFETY: 8 bytes from a live u64.
+    assert_eq!(
+        unsafe { libc::write(efd, (&one as *const u64).cast(), 8) },
+        8
+    );
+}
+
+/// Reads what `fd` has (an eventfd's count, or a pipe's bytes as one number each).
+fn drain(fd: RawFd) -> Vec<u8> {
+    let mut buf = [0u8; 64];
+    // SAFETY: a live buffer; non-blocking fd.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    buf[..n.max(0) as usize].to_vec()
+}
+
+/// rxm's nesting over tcp, for `n` members: `shared` (tcp's progress set, holding a pipe's read
+/// end), and per member a wrapper (the counter's wait set) holding its own signal and an inner
+/// set (the inner CQ's wait set) that holds the inner CQ's signal and `shared`.
+struct Nest {
+    fds: Fds,
+    wire: (RawFd, RawFd),
+    shared: RawFd,
+    wrappers: Vec<RawFd>,
+    cq_signals: Vec<RawFd>,
+    own_signals: Vec<RawFd>,
+}
+
+fn nest(n: usize) -> Nest {
+    let fds = Fds::default();
+    let wire = fds.pipe();
+    let shared = fds.epoll();
+    add(shared, wire.0, IN);
+    let (mut wrappers, mut cq_signals, mut own_signals) = (vec![], vec![], vec![]);
+    for _ in 0..n {
+        let (inner, wrapper) = (fds.epoll(), fds.epoll());
+        let (cq, own) = (fds.eventfd(), fds.eventfd());
+        add(inner, shared, IN);
+        add(inner, cq, IN);
+        add(wrapper, inner, IN);
+        add(wrapper, own, IN);
+        wrappers.push(wrapper);
+        cq_signals.push(cq);
+        own_signals.push(own);
+    }
+    Nest {
+        fds,
+        wire,
+        shared,
+        wrappers,
+        cq_signals,
+        own_signals,
+    }
+}
+
+fn members(wrappers: &[RawFd]) -> Vec<(u64, RawFd)> {
+    wrappers
+        .iter()
+        .enumerate()
+        .map(|(i, &fd)| (i as u64 + 1, fd))
+        .collect()
+}
+
+const LOOK: Option<Duration> = Some(Duration::ZERO);
+const LONG: Option<Duration> = Some(Duration::from_secs(10));
+
+#[test]
+fn a_shared_set_is_registered_once_and_wakes_every_member_that_holds_it() {
+    let n = nest(2);
+    let kick = EventFd::new().unwrap();
+    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    set.sync(0, &members(&n.wrappers)).unwrap();
+    // tcp's set once, and each member's two signals.
+    assert_eq!(set.registered(), 1 + 2 * 2);
+    let mut leaves: Vec<RawFd> = set
+        .leaves_of(n.wrappers[0])
+        .unwrap()
+        .iter()
+        .map(|l| l.fd)
+        .collect();
+    leaves.sort();
+    let mut want = vec![n.shared, n.cq_signals[0], n.own_signals[0]];
+    want.sort();
+    assert_eq!(
+        leaves, want,
+        "the shared set is a leaf, the sets holding it are not"
+    );
+
+    let mut readable = Vec::new();
+    assert_eq!(set.wait(LOOK, &mut readable), Woken::TimedOut);
+    assert!(readable.is_empty());
+    // A completion on the wire: every member's wait set is readable, as over rxm.
+    signal_wire(&n, 0);
+    assert_eq!(set.wait(LONG, &mut readable), Woken::Leaves);
+    readable.sort();
+    let mut both = n.wrappers.clone();
+    both.sort();
+    assert_eq!(readable, both);
+    drain(n.wire.0);
+    // The inner CQ of the second member: only its member.
+    signal(n.cq_signals[1]);
+    assert_eq!(set.wait(LONG, &mut readable), Woken::Leaves);
+    assert_eq!(readable, vec![n.wrappers[1]]);
+    drain(n.cq_signals[1]);
+    assert_eq!(set.wait(LOOK, &mut readable), Woken::TimedOut);
+}
+
+fn signal_wire(n: &Nest, member: u8) {
+    // SAFETY: one byte from a live buffer into our own pipe.
+    assert_eq!(
+        unsafe { libc::write(n.wire.1, [member].as_ptr().cast(), 1) },
+        1
+    );
+}
+
+#[test]
+fn a_member_that_leaves_takes_only_its_own_leaves() {
+    let n = nest(2);
+    let kick = EventFd::new().unwrap();
+    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let all = members(&n.wrappers);
+    set.sync(0, &all).unwrap();
+    set.sync(0, &all[1..]).unwrap();
+    assert_eq!(set.registered(), 1 + 2);
+    let mut readable = Vec::new();
+    signal(n.own_signals[0]);
+    assert_eq!(
+        set.wait(LOOK, &mut readable),
+        Woken::TimedOut,
+        "a left member's leaf"
+    );
+    signal_wire(&n, 1);
+    set.wait(LONG, &mut readable);
+    assert_eq!(readable, vec![n.wrappers[1]]);
+    // Back again: its leaves are registered again, without reading /proc again.
+    set.sync(0, &all).unwrap();
+    assert_eq!(set.registered(), 1 + 2 * 2);
+    set.wait(LONG, &mut readable);
+    readable.sort();
+    let mut both = n.wrappers.clone();
+    both.sort();
+    assert_eq!(readable, both);
+}
+
+/// What a core adds to a wait set after the set was flattened is not in it until the
+/// generation changes: why the layer announces binds, enables and closes.
+#[test]
+fn a_wait_set_changed_is_read_again_at_a_new_generation() {
+    let n = nest(2);
+    let kick = EventFd::new().unwrap();
+    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let all = members(&n.wrappers);
+    set.sync(0, &all).unwrap();
+    let late = n.fds.eventfd();
+    add(n.wrappers[0], late, IN);
+    signal(late);
+    let mut readable = Vec::new();
+    assert_eq!(set.wait(LOOK, &mut readable), Woken::TimedOut);
+    set.sync(0, &all).unwrap();
+    assert_eq!(
+        set.wait(LOOK, &mut readable),
+        Woken::TimedOut,
+        "same generation"
+    );
+    set.sync(1, &all).unwrap();
+    assert_eq!(set.wait(LOOK, &mut readable), Woken::Leaves);
+    assert_eq!(readable, vec![n.wrappers[0]]);
+}
+
+#[test]
+fn edge_triggered_items_are_not_flattened() {
+    let fds = Fds::default();
+    let (inner, wrapper) = (fds.epoll(), fds.epoll());
+    add(inner, fds.eventfd(), IN);
+    add(wrapper, inner, IN | libc::EPOLLET as u32);
+    let kick = EventFd::new().unwrap();
+    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let r = set.sync(0, &[(1, wrapper), (2, fds.eventfd())]);
+    assert!(
+        matches!(r, Err(Unflattened::Flags(fd)) if fd == wrapper),
+        "{r:?}"
+    );
+    assert_eq!(set.registered(), 0, "emptied after a failure");
+}
+
+#[test]
+fn plain_fds_are_their_own_leaves_and_the_kick_wakes_the_sleep() {
+    let fds = Fds::default();
+    let (rd, wr) = fds.pipe();
+    let e = fds.eventfd();
+    let kick = EventFd::new().unwrap();
+    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    set.sync(0, &[(1, rd), (2, e)]).unwrap();
+    assert_eq!(set.leaves_of(rd).unwrap().len(), 1);
+    assert_eq!(set.leaves_of(rd).unwrap()[0].fd, rd);
+    let mut readable = Vec::new();
+    kick.signal();
+    assert_eq!(set.wait(LONG, &mut readable), Woken::Kick);
+    assert!(readable.is_empty());
+    kick.drain();
+    // SAFETY: one byte into our own pipe.
+    assert_eq!(unsafe { libc::write(wr, b"x".as_ptr().cast(), 1) }, 1);
+    set.wait(LONG, &mut readable);
+    assert_eq!(readable, vec![rd]);
+}
+
+// ---- A room over the nest -------------------------------------------------------------------
+
+/// One member of a nested core: its counter, and what completes for it.
+struct NestMember {
+    counter: Arc<Counter>,
+    /// The wire's bytes name the member they complete for; a pull moves them into the members'
+    /// inner CQs (signals), then takes its own CQ's and own signals' counts into its counter.
+    nest: Arc<Nest>,
+    index: usize,
+    room: Arc<Room>,
+    serial: u64,
+    /// A signal the core added to this member's wait set after the waits began.
+    late: Mutex<Option<RawFd>>,
+}
+
+static SERIALS: AtomicU64 = AtomicU64::new(1);
+
+impl NestMember {
+    fn counts(&self, fd: RawFd) -> u64 {
+        let b = drain(fd);
+        if b.len() == 8 {
+            u64::from_ne_bytes(b.try_into().unwrap())
+        } else {
+            0
+        }
+    }
+}
+
+impl Source for NestMember {
+    fn pull(&self) {
+        // The core's progress, shared by all: completions go to their member's inner CQ.
+        for m in drain(self.nest.wire.0) {
+            signal(self.nest.cq_signals[m as usize]);
+        }
+        let mut n = self.counts(self.nest.cq_signals[self.index]);
+        n += self.counts(self.nest.own_signals[self.index]);
+        if let Some(late) = *self.late.lock().unwrap() {
+            n += self.counts(late);
+        }
+        if n > 0 {
+            self.counter.add(n).unwrap();
+        }
+    }
+    fn wake(&self) -> Wake<'_> {
+        Wake::Block(self)
+    }
+}
+
+fn readable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+impl Blocker for NestMember {
+    fn prepare(&self) -> Token {
+        Token(0)
+    }
+    fn arm(&self) -> bool {
+        !readable(self.nest.wrappers[self.index])
+    }
+    fn block(&self, _: Token, kick: &EventFd, until: Option<Instant>) {
+        let limit = until.map(|u| u.saturating_duration_since(Instant::now()));
+        rscntr::engine::sleep_until_readable(
+            self.nest.wrappers[self.index],
+            kick.as_raw_fd(),
+            limit,
+        );
+    }
+    fn spin_before_sleep(&self) -> bool {
+        false
+    }
+    fn room(&self) -> Option<&Room> {
+        Some(&self.room)
+    }
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.nest.wrappers[self.index])
+    }
+    fn serial(&self) -> u64 {
+        self.serial
+    }
+}
+
+fn room_of(n: usize, report: fn(&str)) -> (Arc<Nest>, Arc<Room>, Vec<Arc<NestMember>>) {
+    let nest = Arc::new(nest(n));
+    let room = Arc::new(Room::new());
+    room.flatten_wait_sets(Some(report));
+    let members = (0..n)
+        .map(|index| {
+            Arc::new(NestMember {
+                counter: Arc::new(Counter::new(WaitStrategy::Block).unwrap()),
+                nest: nest.clone(),
+                index,
+                room: room.clone(),
+                serial: SERIALS.fetch_add(1, SeqCst),
+                late: Mutex::new(None),
+            })
+        })
+        .collect();
+    (nest, room, members)
+}
+
+/// Every member waits for `threshold` in its own thread (10 s at most); returns the threads.
+fn wait_all(members: &[Arc<NestMember>], threshold: u64) -> Vec<thread::JoinHandle<bool>> {
+    members
+        .iter()
+        .map(|m| {
+            let m = m.clone();
+            thread::spawn(move || {
+                m.counter
+                    .wait_with(threshold, Timeout::from_ms(10_000), &*m)
+                    .is_ok()
+            })
+        })
+        .collect()
+}
+
+/// Waits (bounded) until `room` has `n` members; the waits have begun.
+fn until_members(room: &Room, n: usize) {
+    let t0 = Instant::now();
+    while room.members() < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "members never joined"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    // The leader reaches its sleep.
+    thread::sleep(Duration::from_millis(50));
+}
+
+macro_rules! reports {
+    ($name:ident, $seen:ident) => {
+        static $seen: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        fn $name(why: &str) {
+            $seen.lock().unwrap().push(why.to_string());
+        }
+    };
+}
+
+reports!(report_completions, SEEN_COMPLETIONS);
+
+#[test]
+fn each_completion_wakes_its_waiter_in_a_flattened_room() {
+    const N: usize = 8;
+    let (nest, room, members) = room_of(N, report_completions);
+    let threads = wait_all(&members, 1);
+    until_members(&room, N);
+    assert_eq!(
+        room.flat_leaves(),
+        Some(1 + 2 * N),
+        "the leader sleeps in the flattened set"
+    );
+    // One at a time, in an order unlike the joins': each wakes its own waiter.
+    let mut threads: Vec<Option<_>> = threads.into_iter().map(Some).collect();
+    for k in [5, 0, 7, 2, 6, 1, 4, 3] {
+        signal_wire(&nest, k as u8);
+        assert!(
+            threads[k].take().unwrap().join().unwrap(),
+            "member {k} timed out"
+        );
+        assert_eq!(members[k].counter.read(), 1);
+    }
+    assert!(
+        SEEN_COMPLETIONS.lock().unwrap().is_empty(),
+        "{:?}",
+        SEEN_COMPLETIONS.lock().unwrap()
+    );
+}
+
+reports!(report_announced, SEEN_ANNOUNCED);
+
+/// A signal the core adds to a member's wait set while the members wait (rxm's inner CQ at
+/// an endpoint's enable), announced as the layer does: the leader reads the sets again.
+#[test]
+fn a_wait_set_changed_while_waiting_is_flattened_again_when_announced() {
+    let (nest, room, members) = room_of(2, report_announced);
+    let threads = wait_all(&members, 1);
+    until_members(&room, 2);
+    let late = nest.fds.eventfd();
+    *members[1].late.lock().unwrap() = Some(late);
+    add(nest.wrappers[1], late, IN);
+    room.wait_sets_changed();
+    signal(late);
+    let mut threads: Vec<Option<_>> = threads.into_iter().map(Some).collect();
+    assert!(threads[1].take().unwrap().join().unwrap());
+    signal_wire(&nest, 0);
+    assert!(threads[0].take().unwrap().join().unwrap());
+    let seen = SEEN_ANNOUNCED.lock().unwrap();
+    assert!(seen.is_empty(), "{seen:?}");
+}
+
+reports!(report_unannounced, SEEN_UNANNOUNCED);
+
+/// The same change without the announcement: the leader's look at the members' own fds after
+/// [`RECHECK`](rscntr::engine::flat_set::RECHECK) finds it (and says so).
+#[test]
+fn a_wait_set_changed_unannounced_is_found_by_the_recheck() {
+    let (nest, room, members) = room_of(2, report_unannounced);
+    let threads = wait_all(&members, 1);
+    until_members(&room, 2);
+    let late = nest.fds.eventfd();
+    *members[1].late.lock().unwrap() = Some(late);
+    add(nest.wrappers[1], late, IN);
+    signal(late);
+    let mut threads: Vec<Option<_>> = threads.into_iter().map(Some).collect();
+    assert!(threads[1].take().unwrap().join().unwrap());
+    signal_wire(&nest, 0);
+    assert!(threads[0].take().unwrap().join().unwrap());
+    let seen = SEEN_UNANNOUNCED.lock().unwrap();
+    assert!(
+        seen.iter().any(|s| s.contains("unannounced")),
+        "the recheck found nothing: {seen:?}"
+    );
+}
+
+/// Without flattening the room polls the members' fds, as before.
+#[test]
+fn a_room_not_asked_to_flatten_polls_the_fds() {
+    let nest = Arc::new(nest(2));
+    let room = Arc::new(Room::new());
+    let members: Vec<_> = (0..2)
+        .map(|index| {
+            Arc::new(NestMember {
+                counter: Arc::new(Counter::new(WaitStrategy::Block).unwrap()),
+                nest: nest.clone(),
+                index,
+                room: room.clone(),
+                serial: SERIALS.fetch_add(1, SeqCst),
+                late: Mutex::new(None),
+            })
+        })
+        .collect();
+    let threads = wait_all(&members, 1);
+    until_members(&room, 2);
+    assert_eq!(room.flat_leaves(), None);
+    signal_wire(&nest, 1);
+    signal_wire(&nest, 0);
+    for t in threads {
+        assert!(t.join().unwrap());
+    }
+}
