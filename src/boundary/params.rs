@@ -27,6 +27,9 @@ const CORE: &CStr = c"core";
 /// FI_RSCNTR_SHM_BELL: whether waits over shm sleep on rscntr's doorbell.
 const SHM_BELL: &CStr = c"shm_bell";
 static SHM_BELL_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+/// FI_RSCNTR_FLAT_WAITS: whether a room's leader sleeps in one epoll set of its members' leaves.
+const FLAT_WAITS: &CStr = c"flat_waits";
+static FLAT_WAITS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 /// FI_RSCNTR_FAKE_VERBS: testing only; a fake device instead of libibverbs.
 const FAKE_VERBS: &CStr = c"fake_verbs";
 
@@ -113,6 +116,13 @@ pub fn define() {
           (they then yield between progress calls, as shm's own waits do). Default on.",
     );
     define_one(
+        FLAT_WAITS,
+        c"When threads wait on several counters of one domain whose core gives a wait set per \
+          counter (tcp;ofi_rxm, udp;ofi_rxd), the one that sleeps for all of them sleeps in \
+          one epoll set of what those wait sets hold (read from /proc/self/fdinfo) instead \
+          of polling them all: on or off. Default on.",
+    );
+    define_one(
         FAKE_VERBS,
         c"Testing only: use rscntr's fake RDMA device instead of libibverbs, configured by \
           key=value pairs (see src/verbs/fake.rs).",
@@ -123,17 +133,11 @@ pub fn define() {
         Ordering::Relaxed,
     );
     SHM_BELL_ON.store(
-        match read_str(SHM_BELL).as_deref().map(str::trim) {
-            None | Some("") | Some("on") | Some("1") => true,
-            Some("off") | Some("0") => false,
-            Some(other) => {
-                crate::fi_warn!(
-                    Core,
-                    "FI_RSCNTR_SHM_BELL = {other:?} is not on or off; using the default (on)"
-                );
-                true
-            }
-        },
+        read_on_off(SHM_BELL, "FI_RSCNTR_SHM_BELL"),
+        Ordering::Relaxed,
+    );
+    FLAT_WAITS_ON.store(
+        read_on_off(FLAT_WAITS, "FI_RSCNTR_FLAT_WAITS"),
         Ordering::Relaxed,
     );
     let policy = match read_str(HW).as_deref().map(str::trim) {
@@ -166,6 +170,26 @@ pub fn define() {
 /// `FI_RSCNTR_SHM_BELL` (on unless set off).
 pub fn shm_bell() -> bool {
     SHM_BELL_ON.load(Ordering::Relaxed)
+}
+
+/// `FI_RSCNTR_FLAT_WAITS` (on unless set off).
+pub fn flat_waits() -> bool {
+    FLAT_WAITS_ON.load(Ordering::Relaxed)
+}
+
+/// An on/off parameter that defaults to on; a value that is neither is logged and ignored.
+fn read_on_off(name: &CStr, var: &str) -> bool {
+    match read_str(name).as_deref().map(str::trim) {
+        None | Some("") | Some("on") | Some("1") => true,
+        Some("off") | Some("0") => false,
+        Some(other) => {
+            crate::fi_warn!(
+                Core,
+                "{var} = {other:?} is not on or off; using the default (on)"
+            );
+            true
+        }
+    }
 }
 
 pub fn spin_limit() -> u32 {

@@ -479,6 +479,9 @@ unsafe extern "C" fn bind(fid: *mut ofi::fid, bfid: *mut ofi::fid, flags: u64) -
             c.bound(bound.enabled, late);
         }
         bound.cntrs.push(c as *const dyn AnyCntr);
+        drop(bound);
+        // The core may have added fds to the counter's wait set (rxd does at a bind).
+        home.room.wait_sets_changed();
         0
     }
 }
@@ -629,6 +632,8 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
             Ok(b) => b,
             Err(e) => return e,
         };
+        // Fds the core had added to counters' wait sets are closed (their numbers free again).
+        home.room.wait_sets_changed();
         // SAFETY: the home outlives its objects.
         if let Some(rma) = unsafe { &(*b.home).rma } {
             match mr_key {
@@ -771,6 +776,11 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
                 // SAFETY: the domain's filters live until it closes, after its endpoints.
                 unsafe { (**f).ep_enabled() };
             }
+        }
+        if ret == 0 && enabling.is_some() {
+            drop(enabling);
+            // rxm adds its inner CQ's and EQ's fds to the bound counters' wait sets here.
+            home.room.wait_sets_changed();
         }
         ret
     }

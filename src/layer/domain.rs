@@ -178,6 +178,9 @@ pub unsafe fn patch(
             work: WorkQueue::default(),
             _core_info: core_info,
         });
+        if crate::boundary::params::flat_waits() {
+            l.home.room.flatten_wait_sets(Some(report_unflattened));
+        }
         if let Some(r) = &l.home.rma {
             // The record lives in the box as long as the domain.
             l.home
@@ -656,4 +659,10 @@ unsafe extern "C" fn mr_regattr(
             patched_mr(fid, mr, |out| regattr(fid, attr, flags, out))
         }
     }
+}
+
+/// Why a room's leader polls its members' fds instead of its flattened set (see
+/// `engine::flat_set`); once per cause and generation of the wait sets.
+fn report_unflattened(why: &str) {
+    crate::fi_info!(Domain, "{why}");
 }
