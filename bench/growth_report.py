@@ -137,7 +137,7 @@ def main():
         meta[k] = v
     cores = meta.get("cores", "tcp tcp;ofi_rxm shm").split()
     modes = meta.get("modes", "objects waiters endpoints").split()
-    base = meta.get("base")  # rscntr from another build, beside in the endpoints mode
+    base = meta.get("base")  # rscntr from another build, beside in the waiters and endpoints modes
     if set(modes) != {"objects", "waiters", "endpoints"}:
         docs = raw
     get = lambda core, via, tag: parse(os.path.join(raw, f"{core.replace(';', '_')}-{via}-{tag}.txt"))
@@ -153,8 +153,8 @@ def main():
               "(`-p rscntr`, `FI_RSCNTR_CORE=<core>`): same program, same calls. "
               f"Ratios are largest/smallest case; those above the goal ({GOAL}×) are in bold.\n")
     if base:
-        md.append(f"In section 3 `base` is rscntr {base} (its DSO built apart, `-B`), run beside the "
-                  "others in the same run.\n")
+        md.append(f"In sections 2 and 3 `base` is rscntr {base} (its DSO built apart, `-B`), run "
+                  "beside the others in the same run.\n")
 
     # ---- 1. objects ------------------------------------------------------------------------
     if "objects" in modes:
@@ -229,19 +229,21 @@ def objects_section(md, cores, get):
 
 
 def wake_sections(md, cores, get, modes, base, raw):
+    vias = ("core",) + (("base",) if base else ()) + ("rscntr",)
+
     def wake_section(title, mode, ns, intro, yardstick=False):
         md.append(title + "\n")
         md.append(intro + "\n")
         for core in cores:
             md.append(f"### {core}\n")
             cols = ["lat µs", "p90 µs", "CPU µs", "idle CPU µs", "woke", "idle woke"]
-            head = "| N | " + " | ".join(f"{via} {c}" for via in VIAS for c in cols) + " |"
+            head = "| N | " + " | ".join(f"{via} {c}" for via in vias for c in cols) + " |"
             md.append(head)
             md.append("|" + "---|" * (head.count("|") - 1))
             rows = {}
             for n in ns:
                 cells = [str(n)]
-                for via in VIAS:
+                for via in vias:
                     r = get(core, via, f"{mode}-{n}")
                     w = r.get("wake")
                     rows[(via, n)] = (w, r.get("read_ns"))
@@ -252,7 +254,7 @@ def wake_sections(md, cores, get, modes, base, raw):
                     cells += [fmt(v) for v in vals]
                 md.append("| " + " | ".join(cells) + " |")
             rl = []
-            for via in VIAS:
+            for via in vias:
                 have = [n for n in ns if rows.get((via, n), (None,))[0]]
                 if len(have) < 2:
                     continue
@@ -265,6 +267,11 @@ def wake_sections(md, cores, get, modes, base, raw):
                 parts.append(f"others woken {fmt(a['woke'], 0)} → {fmt(z['woke'], 0)}")
                 rl.append(f"{via} N = {have[-1]} / N = {have[0]}: " + ", ".join(parts))
             md.append("\nRatios: " + "; ".join(rl) + ".\n")
+            r, b = (rows.get((via, ns[-1]), (None,))[0] for via in ("rscntr", "base"))
+            if base and r and b:
+                md.append(f"rscntr / base at N = {ns[-1]}: latency {rfmt(ratio(r['lat'], b['lat']))}, "
+                          f"p90 {rfmt(ratio(r['lat90'], b['lat90']))}, "
+                          f"CPU per window {rfmt(ratio(r['cpu_us'], b['cpu_us']))}.\n")
             kw = yardstick and parse(os.path.join(raw, f"kwake-{core.replace(';', '_')}.txt"))
             one, many = (rows.get(("rscntr", n), (None,))[0] for n in (ns[0], ns[-1]))
             if kw and "kwake" in kw and one and many:
@@ -360,16 +367,18 @@ def reads_section(md, cores, get, base):
 def plots(md, docs, cores, get, modes, base):
     ns_obj = NS_OBJ
     plots = []
+    vias = ("core",) + (("base",) if base else ()) + ("rscntr",)
+
     def wake_plot(mode, ns, key, name, title, ylabel):
         series = []
         for core in cores:
-            for via in VIAS:
+            for via in vias:
                 data = []
                 for n in ns:
                     w = get(core, via, f"{mode}-{n}").get("wake")
                     data.append((n, w[key] if w else None))
-                series.append((f"{via if via == 'rscntr' else 'core'} {core}", COLOURS.get(core, "black"),
-                               via == "core", data))
+                series.append((f"{via} {core}", COLOURS.get(core, "black"),
+                               {"core": True, "base": "1,3", "rscntr": False}[via], data))
         if svg_plot(os.path.join(docs, name), title, "N", ylabel, series):
             plots.append((name, title))
     if "waiters" in modes:
@@ -380,7 +389,6 @@ def plots(md, docs, cores, get, modes, base):
     if "endpoints" in modes:
         wake_plot("endpoints", [1, 16, 64, 256], "lat", "growth_endpoints_latency.svg",
                   "Endpoints per counter: wake latency (median)", "µs")
-        vias = ("core",) + (("base",) if base else ()) + ("rscntr",)
         for key, name, title, unit in (("read_ns", "growth_read.svg", "Endpoints per counter: fi_cntr_read", "ns"),
                                        ("spin", "growth_spin.svg",
                                         "Spinning reader: send to seen (median)", "µs")):

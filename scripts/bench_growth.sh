@@ -13,7 +13,7 @@
 #   -c  cores (default "tcp tcp;ofi_rxm shm")
 #   -m  modes (default "objects waiters endpoints")
 #   -B  also rscntr from DSO_DIR/librscntr-fi.so (another build, e.g. main's) as "base", in
-#       the endpoints mode, beside the others in the same run
+#       the waiters and endpoints modes, beside the others in the same run
 #   -o  raw results into OUT_DIR (default .deps/bench/<date>-growth)
 # Every run is in a network and mount namespace of its own with only loopback and a private
 # /dev/shm of 6 GB (prov_test/loopback_only.sh's 1 GB is too small for 2 x 256 shm regions;
@@ -94,7 +94,7 @@ for core in $CORES; do
     for m in waiters endpoints; do
         has $m || continue
         if [ $m = waiters ]; then ns="1 4 16 64"; else ns="1 16 64 256"; fi
-        vias="core rscntr"; [ $m = endpoints ] && [ -n "$BASE" ] && vias="core base rscntr"
+        vias="core rscntr"; [ -n "$BASE" ] && vias="core base rscntr"
         for n in $ns; do
             # rotate which goes first, so drift within a set hits all alike
             i=$((i + 1))
