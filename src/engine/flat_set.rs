@@ -158,6 +158,11 @@ impl FlatSet {
         self.kick
     }
 
+    /// The generation of the wait sets this set was built for (see [`FlatSet::sync`]).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Makes the set hold the leaves of exactly `members` (`(serial, fd)`: a blocker's
     /// [`serial`](super::Blocker::serial), 0 when it has none, and its fd). A member flattened
     /// before under the same serial and `generation` is not read again. On an error the set is

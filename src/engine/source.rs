@@ -221,6 +221,9 @@ enum Flat {
     Built {
         set: super::flat_set::FlatSet,
         report: fn(&str),
+        /// The generation of the wait sets at the leader's last sleep: a set is rebuilt for a
+        /// new generation only once it is seen at two sleeps in a row.
+        seen: u64,
     },
     /// Could not be built for this generation of the wait sets.
     Failed { generation: u64, report: fn(&str) },
@@ -352,7 +355,13 @@ impl Room {
         };
         if !matches!(&*flat, Flat::Built { .. }) {
             match FlatSet::new(kick.as_raw_fd()) {
-                Ok(set) => *flat = Flat::Built { set, report },
+                Ok(set) => {
+                    *flat = Flat::Built {
+                        set,
+                        report,
+                        seen: generation,
+                    }
+                }
                 Err(e) => {
                     report(&format!("no epoll set for the room's leader: {e}"));
                     *flat = Flat::Failed { generation, report };
@@ -360,9 +369,15 @@ impl Room {
                 }
             }
         }
-        let Flat::Built { set, .. } = &mut *flat else {
+        let Flat::Built { set, seen, .. } = &mut *flat else {
             return false;
         };
+        if set.generation() != generation && std::mem::replace(seen, generation) != generation {
+            // The wait sets changed since the last sleep: while the core is still changing them
+            // (the endpoints of an application being set up, one announcement each), poll
+            // them as they are rather than read them all again each time.
+            return false;
+        }
         if let Err(e) = set.sync(generation, members) {
             report(&format!(
                 "the wait sets of a room's members cannot be flattened ({e}); its leader polls them"
