@@ -244,6 +244,33 @@ fn edge_triggered_items_are_not_flattened() {
     assert_eq!(set.registered(), 0, "emptied after a failure");
 }
 
+/// A set holds a file, /proc the number it was added under: once that number names another file
+/// (the number reused while the file lives on through a copy), the set is not flattened.
+#[test]
+fn an_item_whose_number_names_another_file_is_not_flattened() {
+    let fds = Fds::default();
+    let (inner, wrapper) = (fds.epoll(), fds.epoll());
+    add(inner, fds.eventfd(), IN);
+    add(wrapper, inner, IN);
+    let (rd, _wr) = fds.pipe();
+    add(wrapper, rd, IN);
+    let kick = EventFd::new().unwrap();
+    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let other = fds.eventfd();
+    set.sync(0, &[(1, wrapper), (2, other)]).unwrap();
+    // SAFETY: our own fds: the pipe's read end lives on as a copy, and its number names an
+    // eventfd from now on (dup2 replaces it at once, so no other thread can take the number).
+    unsafe {
+        fds.keep(libc::dup(rd));
+        assert_eq!(libc::dup2(fds.eventfd(), rd), rd);
+    }
+    let r = set.sync(1, &[(1, wrapper), (2, other)]);
+    assert!(
+        matches!(r, Err(Unflattened::Stale(fd)) if fd == rd),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn plain_fds_are_their_own_leaves_and_the_kick_wakes_the_sleep() {
     let fds = Fds::default();

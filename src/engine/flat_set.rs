@@ -71,6 +71,9 @@ pub enum Unflattened {
     Flags(RawFd),
     /// Nested deeper than [`MAX_DEPTH`].
     Depth(RawFd),
+    /// An item's fd number no longer names the file the set holds (closed, and the number
+    /// reused, while the file lives on elsewhere).
+    Stale(RawFd),
     /// The kernel refused to register a leaf.
     Register(RawFd, io::Error),
 }
@@ -86,6 +89,7 @@ impl std::fmt::Display for Unflattened {
                 )
             }
             Unflattened::Depth(fd) => write!(f, "fd {fd} nests deeper than {MAX_DEPTH}"),
+            Unflattened::Stale(fd) => write!(f, "fd {fd} is no longer the file its set holds"),
             Unflattened::Register(fd, e) => write!(f, "epoll_ctl refused leaf {fd}: {e}"),
         }
     }
@@ -388,6 +392,8 @@ fn new_epoll() -> io::Result<OwnedFd> {
 struct Item {
     fd: RawFd,
     events: u32,
+    /// The inode of the item's file.
+    ino: u64,
     /// The device of the item's file, in the kernel's encoding (major << 20 | minor).
     sdev: u64,
 }
@@ -406,14 +412,7 @@ impl Seen {
     fn anon_dev(&mut self) -> Option<u64> {
         *self.anon_dev.get_or_insert_with(|| {
             let probe = new_epoll().ok()?;
-            // SAFETY: `st` is written by fstat before it is read.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: a live fd and a valid out pointer.
-            if unsafe { libc::fstat(probe.as_raw_fd(), &mut st) } != 0 {
-                return None;
-            }
-            let (major, minor) = (libc::major(st.st_dev) as u64, libc::minor(st.st_dev) as u64);
-            Some((major << 20) | minor)
+            file_id(probe.as_raw_fd()).map(|(dev, _)| dev)
         })
     }
 
@@ -471,9 +470,30 @@ fn flatten(
         if i.events & UNFLATTENABLE != 0 {
             return Err(Unflattened::Flags(fd));
         }
+        // The set knows the file, /proc the number it was added under. (Anonymous files share
+        // one inode: for them this tells only that the number is still anonymous.)
+        if file_id(i.fd) != Some((i.sdev, i.ino)) {
+            return Err(Unflattened::Stale(i.fd));
+        }
         flatten(i.fd, i.events, depth + 1, seen, out)?;
     }
     Ok(())
+}
+
+/// The device (in the kernel's encoding) and inode of the file `fd` names.
+fn file_id(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: `st` is written by fstat before it is read.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out pointer; the kernel checks the fd.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some((kernel_dev(st.st_dev), st.st_ino))
+}
+
+/// A userspace `dev_t` in the kernel's internal encoding, as /proc prints it.
+fn kernel_dev(dev: libc::dev_t) -> u64 {
+    ((libc::major(dev) as u64) << 20) | libc::minor(dev) as u64
 }
 
 /// The items of epoll fd `fd`, from `/proc/self/fdinfo/<fd>`.
@@ -493,10 +513,12 @@ fn parse_items(text: &str) -> Option<Vec<Item>> {
         };
         let mut words = rest.split_whitespace();
         let fd = words.next()?.parse::<RawFd>().ok()?;
-        let (mut events, mut sdev) = (None, None);
+        let (mut events, mut ino, mut sdev) = (None, None, None);
         while let Some(w) = words.next() {
             if w == "events:" {
                 events = u32::from_str_radix(words.next()?, 16).ok();
+            } else if let Some(v) = w.strip_prefix("ino:") {
+                ino = u64::from_str_radix(v, 16).ok();
             } else if let Some(v) = w.strip_prefix("sdev:") {
                 sdev = u64::from_str_radix(v, 16).ok();
             }
@@ -504,6 +526,7 @@ fn parse_items(text: &str) -> Option<Vec<Item>> {
         items.push(Item {
             fd,
             events: events?,
+            ino: ino?,
             sdev: sdev?,
         });
     }
@@ -525,16 +548,19 @@ mod tests {
                 Item {
                     fd: 7,
                     events: 0x19,
+                    ino: 0x813,
                     sdev: 0x10
                 },
                 Item {
                     fd: 12,
                     events: 0x8000_0019,
+                    ino: 0x4c1b,
                     sdev: 0x8
                 },
             ])
         );
-        assert_eq!(parse_items("tfd: x events: 19 sdev:1\n"), None);
+        assert_eq!(parse_items("tfd: x events: 19 ino:1 sdev:1\n"), None);
+        assert_eq!(parse_items("tfd: 3 events: 19 sdev:1\n"), None);
         assert_eq!(parse_items("tfd: 3 data: 1\n"), None);
     }
 }
