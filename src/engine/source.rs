@@ -224,6 +224,8 @@ enum Flat {
         /// The generation of the wait sets at the leader's last sleep: a set is rebuilt for a
         /// new generation only once it is seen at two sleeps in a row.
         seen: u64,
+        /// The first sleep in it was reported.
+        told: bool,
     },
     /// Could not be built for this generation of the wait sets.
     Failed { generation: u64, report: fn(&str) },
@@ -360,6 +362,7 @@ impl Room {
                         set,
                         report,
                         seen: generation,
+                        told: false,
                     }
                 }
                 Err(e) => {
@@ -369,7 +372,10 @@ impl Room {
                 }
             }
         }
-        let Flat::Built { set, seen, .. } = &mut *flat else {
+        let Flat::Built {
+            set, seen, told, ..
+        } = &mut *flat
+        else {
             return false;
         };
         if set.generation() != generation && std::mem::replace(seen, generation) != generation {
@@ -386,6 +392,13 @@ impl Room {
             return false;
         }
         self.flat_leaves.store(set.registered(), SeqCst);
+        if !std::mem::replace(told, true) {
+            report(&format!(
+                "the leader of a room sleeps in one epoll set: {} leaves of {} members' wait sets",
+                set.registered(),
+                members.len()
+            ));
+        }
         let look = limit == Some(Duration::ZERO);
         let bounded = !look && limit.is_none_or(|l| l > RECHECK);
         let woken = set.wait(if bounded { Some(RECHECK) } else { limit }, readable);

@@ -179,7 +179,7 @@ pub unsafe fn patch(
             _core_info: core_info,
         });
         if crate::boundary::params::flat_waits() {
-            l.home.room.flatten_wait_sets(Some(report_unflattened));
+            l.home.room.flatten_wait_sets(Some(report_flat_waits));
         }
         if let Some(r) = &l.home.rma {
             // The record lives in the box as long as the domain.
@@ -661,8 +661,8 @@ unsafe extern "C" fn mr_regattr(
     }
 }
 
-/// Why a room's leader polls its members' fds instead of its flattened set (see
-/// `engine::flat_set`); once per cause and generation of the wait sets.
-fn report_unflattened(why: &str) {
+/// What a room's leader sleeps in (see `engine::flat_set`): its flattened set, the first time,
+/// or why it polls its members' fds instead (once per cause and generation of the wait sets).
+fn report_flat_waits(why: &str) {
     crate::fi_info!(Domain, "{why}");
 }
