@@ -161,6 +161,25 @@ waits_over_a_stuck_fd() { # <libdir>
     return $ok
 }
 
+# Waiters over the cores with a wait set per counter (tcp;ofi_rxm, udp;ofi_rxd): the room's
+# leader sleeps in one epoll set of what those sets hold (src/engine/flat_set.rs) and
+# prov_test/room_stress.c sees every message reach its waiter; the log must say the set was
+# built (a run that fell back to polling the sets proves nothing), and never that it could not
+# be or that a set changed without rscntr's bind, enable or close announcing it.
+flat_waits_in_rooms() { # <libdir>
+    local lib=$1 ok=0 core out rc
+    for core in "tcp;ofi_rxm" "udp;ofi_rxd"; do
+        echo "-- room_stress over rscntr($core), the leader in its flattened set"
+        out=$(prog "$lib" room_stress FI_RSCNTR_CORE="$core" FI_LOG_LEVEL=info 2>&1); rc=$?
+        grep -v -e 'fi_param_get' -e 'opened a' -e 'forget_trywait' <<<"$out" | tail -6
+        [ $rc -eq 0 ] || { ok=1; continue; }
+        grep -qE "sleeps in one epoll set: [0-9]+ leaves" <<<"$out" ||
+            { echo "no log line: the leader never slept in a flattened set"; ok=1; }
+        if grep -E "cannot be flattened|no epoll set for|changed unannounced" <<<"$out"; then ok=1; fi
+    done
+    return $ok
+}
+
 # A waiter over rscntr(shm) sleeps and its peer's completions wake it (issue 27's doorbell;
 # prov_test/shm_sleep.c, which says what each part checks): in namespaces of its own with a
 # private /dev/shm (prov_test/loopback_only.sh), so that no bell at all may be left; then again

@@ -35,6 +35,8 @@ step prov "a reader spinning on fi_cntr_read sees every completion: 128/128/64 e
     spin_read_over_cores "$LF21"
 step prov "waiters over a core whose fd stays readable (FI_RSCNTR_TEST_STUCK_FD): room_stress over tcp, tcp;ofi_rxm, udp;ofi_rxd loses no wake; bound_wait's idle waiter does not spin (its CPU under 10 %)" \
     waits_over_a_stuck_fd "$LF21"
+step prov "64 waiters over tcp;ofi_rxm and udp;ofi_rxd: the room's leader sleeps in one epoll set of the counters' wait sets (src/engine/flat_set.rs), room_stress loses no wake, the log shows the set built and no fallback" \
+    flat_waits_in_rooms "$LF21"
 step quick,prov "a waiter over rscntr(shm) sleeps and its peer's send, write, read, atomic wake it (issue 27's doorbell; shm_sleep in a private /dev/shm, doorbell on, then off; room_stress with unbounded slot sleeps)" \
     shm_sleep_over_shm "$LF21"
 step prov "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
