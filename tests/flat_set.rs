@@ -379,10 +379,11 @@ impl Blocker for NestMember {
     }
 }
 
-fn room_of(n: usize, report: fn(&str)) -> (Arc<Nest>, Arc<Room>, Vec<Arc<NestMember>>) {
+/// `n` members of a nest in one room, flattening its wait sets when given a `report`.
+fn room_of(n: usize, report: Option<fn(&str)>) -> (Arc<Nest>, Arc<Room>, Vec<Arc<NestMember>>) {
     let nest = Arc::new(nest(n));
     let room = Arc::new(Room::new());
-    room.flatten_wait_sets(Some(report));
+    room.flatten_wait_sets(report);
     let members = (0..n)
         .map(|index| {
             Arc::new(NestMember {
@@ -441,7 +442,7 @@ reports!(report_completions, SEEN_COMPLETIONS);
 #[test]
 fn each_completion_wakes_its_waiter_in_a_flattened_room() {
     const N: usize = 8;
-    let (nest, room, members) = room_of(N, report_completions);
+    let (nest, room, members) = room_of(N, Some(report_completions));
     let threads = wait_all(&members, 1);
     until_members(&room, N);
     assert_eq!(
@@ -468,44 +469,42 @@ fn only_built(seen: &[String]) {
     assert!(seen[0].contains("sleeps in one epoll set"), "{seen:?}");
 }
 
-reports!(report_announced, SEEN_ANNOUNCED);
-
-/// A signal the core adds to a member's wait set while the members wait (rxm's inner CQ at
-/// an endpoint's enable), announced as the layer does: the leader reads the sets again.
-#[test]
-fn a_wait_set_changed_while_waiting_is_flattened_again_when_announced() {
-    let (nest, room, members) = room_of(2, report_announced);
+/// Two members wait; a signal the core adds to the second one's wait set meanwhile (rxm's inner
+/// CQ at an endpoint's enable) completes for it, the change announced as the layer does or not;
+/// then the first one's completion. Both waits must end by their completion, not their timeout.
+fn a_signal_added_while_waiting(report: fn(&str), announce: bool) {
+    let (nest, room, members) = room_of(2, Some(report));
     let threads = wait_all(&members, 1);
     until_members(&room, 2);
     let late = nest.fds.eventfd();
     *members[1].late.lock().unwrap() = Some(late);
     add(nest.wrappers[1], late, IN);
-    room.wait_sets_changed();
+    if announce {
+        room.wait_sets_changed();
+    }
     signal(late);
     let mut threads: Vec<Option<_>> = threads.into_iter().map(Some).collect();
     assert!(threads[1].take().unwrap().join().unwrap());
     signal_wire(&nest, 0);
     assert!(threads[0].take().unwrap().join().unwrap());
+}
+
+reports!(report_announced, SEEN_ANNOUNCED);
+
+/// Announced: the leader reads the sets again, with no recheck needed.
+#[test]
+fn a_wait_set_changed_while_waiting_is_flattened_again_when_announced() {
+    a_signal_added_while_waiting(report_announced, true);
     only_built(&SEEN_ANNOUNCED.lock().unwrap());
 }
 
 reports!(report_unannounced, SEEN_UNANNOUNCED);
 
-/// The same change without the announcement: the leader's look at the members' own fds after
+/// Not announced: the leader's look at the members' own fds after
 /// [`RECHECK`](rscntr::engine::flat_set::RECHECK) finds it (and says so).
 #[test]
 fn a_wait_set_changed_unannounced_is_found_by_the_recheck() {
-    let (nest, room, members) = room_of(2, report_unannounced);
-    let threads = wait_all(&members, 1);
-    until_members(&room, 2);
-    let late = nest.fds.eventfd();
-    *members[1].late.lock().unwrap() = Some(late);
-    add(nest.wrappers[1], late, IN);
-    signal(late);
-    let mut threads: Vec<Option<_>> = threads.into_iter().map(Some).collect();
-    assert!(threads[1].take().unwrap().join().unwrap());
-    signal_wire(&nest, 0);
-    assert!(threads[0].take().unwrap().join().unwrap());
+    a_signal_added_while_waiting(report_unannounced, false);
     let seen = SEEN_UNANNOUNCED.lock().unwrap();
     assert!(
         seen.iter().any(|s| s.contains("unannounced")),
@@ -516,20 +515,7 @@ fn a_wait_set_changed_unannounced_is_found_by_the_recheck() {
 /// Without flattening the room polls the members' fds, as before.
 #[test]
 fn a_room_not_asked_to_flatten_polls_the_fds() {
-    let nest = Arc::new(nest(2));
-    let room = Arc::new(Room::new());
-    let members: Vec<_> = (0..2)
-        .map(|index| {
-            Arc::new(NestMember {
-                counter: Arc::new(Counter::new(WaitStrategy::Block).unwrap()),
-                nest: nest.clone(),
-                index,
-                room: room.clone(),
-                serial: SERIALS.fetch_add(1, SeqCst),
-                late: Mutex::new(None),
-            })
-        })
-        .collect();
+    let (nest, room, members) = room_of(2, None);
     let threads = wait_all(&members, 1);
     until_members(&room, 2);
     assert_eq!(room.flat_leaves(), None);
