@@ -131,7 +131,7 @@ struct Registered {
 }
 
 /// The leader's persistent epoll set (see the module doc). Used by one thread at a time (the
-/// room's leader, under the room's lock for it).
+/// room's leader, which holds the room's lock of it while it sleeps in it).
 pub struct FlatSet {
     ep: OwnedFd,
     kick: RawFd,
