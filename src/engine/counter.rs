@@ -772,7 +772,7 @@ impl<S: Store> Counter<S> {
                 continue;
             }
             if let Some(kick) = kick
-                && stuck.still_stuck(&sleep.fds)
+                && stuck.still_stuck(sleep.fds())
             {
                 // Then every member is pulled.
                 room.polls_nothing();

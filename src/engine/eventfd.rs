@@ -22,16 +22,18 @@ pub fn sleep_until_readable(fd: RawFd, kick: RawFd, limit: Option<Duration>) {
 /// no limit): what a room's leader does when its members sleep on different fds. Leaves in
 /// `readable` those of `fds` that were readable.
 pub fn sleep_until_any_readable(
-    fds: &[RawFd],
+    fds: impl IntoIterator<Item = RawFd>,
     kick: RawFd,
     limit: Option<Duration>,
     readable: &mut Vec<RawFd>,
 ) {
-    let mut watch: Vec<libc::pollfd> = fds.iter().chain([&kick]).map(|&fd| pollin(fd)).collect();
+    let mut watch: Vec<libc::pollfd> = fds.into_iter().map(pollin).collect();
+    let polled = watch.len();
+    watch.push(pollin(kick));
     ppoll_for(&mut watch, limit);
     readable.clear();
     readable.extend(
-        watch[..fds.len()]
+        watch[..polled]
             .iter()
             .filter(|p| p.revents != 0)
             .map(|p| p.fd),

@@ -316,7 +316,7 @@ impl Room {
         if members.len() > 1 && self.flat_sleep(members, limit, readable) {
             return;
         }
-        let fds: Vec<RawFd> = members.iter().map(|&(_, fd)| fd).collect();
+        let fds = members.iter().map(|&(_, fd)| fd);
         let kick = match self.kick() {
             Some(k) if limit != Some(Duration::ZERO) => {
                 use std::os::fd::AsRawFd;
@@ -324,7 +324,7 @@ impl Room {
             }
             _ => -1,
         };
-        super::eventfd::sleep_until_any_readable(&fds, kick, limit, readable);
+        super::eventfd::sleep_until_any_readable(fds, kick, limit, readable);
     }
 
     /// [`Room::sleep_on_fds`] in the flattened set; false if there is none.
@@ -405,8 +405,8 @@ impl Room {
         if bounded && woken == Woken::TimedOut {
             // Nothing in the set for RECHECK: look at the members' own fds, in case a core
             // changed a wait set without the layer knowing.
-            let fds: Vec<RawFd> = members.iter().map(|&(_, fd)| fd).collect();
-            super::eventfd::sleep_until_any_readable(&fds, -1, Some(Duration::ZERO), readable);
+            let fds = members.iter().map(|&(_, fd)| fd);
+            super::eventfd::sleep_until_any_readable(fds, -1, Some(Duration::ZERO), readable);
             if !readable.is_empty() {
                 report("a member's wait set changed unannounced; the room's set is rebuilt");
                 self.sets_generation.fetch_add(1, SeqCst);
@@ -651,7 +651,6 @@ impl Room {
     /// sleep bound, or the one blocker when all members share it.
     pub(super) fn arm_all(&self, sleep: &mut Sleep) -> bool {
         let mut st = self.state.lock();
-        sleep.fds.clear();
         sleep.members.clear();
         sleep.cap = None;
         sleep.single = None;
@@ -678,10 +677,7 @@ impl Room {
                 return false;
             }
             match b.fd() {
-                Some(fd) => {
-                    sleep.fds.push(fd);
-                    sleep.members.push((b.serial(), fd));
-                }
+                Some(fd) => sleep.members.push((b.serial(), fd)),
                 None => sleep.no_fd = true,
             }
             if let Some(c) = b.max_sleep() {
@@ -763,14 +759,20 @@ impl State {
 /// What the leader sleeps on after [`Room::arm_all`].
 #[derive(Default)]
 pub(super) struct Sleep {
-    pub fds: Vec<std::os::fd::RawFd>,
-    /// The same fds with their blockers' serials ([`Room::sleep_on_fds`]).
+    /// The fds of the distinct blockers, with the blockers' serials ([`Room::sleep_on_fds`]).
     pub members: Vec<(u64, std::os::fd::RawFd)>,
     pub cap: Option<Duration>,
     /// All members share this blocker: sleep in it (its own `block`).
     pub single: Option<*const dyn Blocker>,
     /// A distinct blocker has no fd: with several, the leader naps at most [`NO_KICK_NAP`].
     pub no_fd: bool,
+}
+
+impl Sleep {
+    /// The fds the leader sleeps on.
+    pub fn fds(&self) -> impl Iterator<Item = std::os::fd::RawFd> + '_ {
+        self.members.iter().map(|&(_, fd)| fd)
+    }
 }
 
 /// The longest nap of a leader that cannot sleep on everything it leads for (no kick fd, or a

@@ -104,7 +104,7 @@ impl Stuck {
     /// Before a sleep on `fds`: true when the rounds have been idle long enough and one of
     /// `fds` is readable at once (a look without sleeping); the caller then naps
     /// ([`Stuck::nap_on`]) instead. When none is, the rounds start over: sleep as usual.
-    pub fn still_stuck(&mut self, fds: &[RawFd]) -> bool {
+    pub fn still_stuck(&mut self, fds: impl IntoIterator<Item = RawFd>) -> bool {
         if !self.idle() {
             return false;
         }
@@ -123,7 +123,7 @@ impl Stuck {
         let left = until.map_or(nap, |u| {
             nap.min(u.saturating_duration_since(Instant::now()))
         });
-        sleep_until_any_readable(&[], kick.as_raw_fd(), Some(left), &mut Vec::new());
+        sleep_until_any_readable([], kick.as_raw_fd(), Some(left), &mut Vec::new());
     }
 
     fn idle(&self) -> bool {
@@ -178,7 +178,7 @@ mod tests {
         }
         assert_eq!(last, MAX_NAP);
         let quiet = EventFd::new().unwrap();
-        assert!(!s.still_stuck(&[quiet.as_raw_fd()]), "no fd readable");
+        assert!(!s.still_stuck([quiet.as_raw_fd()]), "no fd readable");
         assert!(!s.idle(), "the rounds start over");
     }
 
@@ -218,11 +218,11 @@ mod tests {
         readable.signal();
         let fds = [readable.as_raw_fd()];
         let mut s = Stuck::default();
-        assert!(!s.still_stuck(&fds), "not idle yet");
+        assert!(!s.still_stuck(fds), "not idle yet");
         for _ in 0..IDLE_ROUNDS {
             idle_round(&mut s);
         }
-        assert!(s.still_stuck(&fds));
+        assert!(s.still_stuck(fds));
         let kick = EventFd::new().unwrap();
         let t0 = Instant::now();
         s.nap_on(&kick, None);

@@ -341,7 +341,7 @@ fn run() {
                 continue;
             }
             if let Some(fd) = blocker.fd()
-                && stuck.still_stuck(&[fd])
+                && stuck.still_stuck([fd])
             {
                 drop(st);
                 stuck.nap_on(k, None);
