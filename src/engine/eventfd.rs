@@ -8,7 +8,8 @@ pub use model::{EventFd, signal_raw};
 #[cfg(not(loom))]
 pub use real::{EventFd, signal_raw};
 
-use std::os::fd::RawFd;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Sleeps in the kernel until `fd` or `kick` is readable, or `limit` has passed (None: no
@@ -51,6 +52,39 @@ pub fn poll_which(fd: RawFd, kick: RawFd, limit: Option<Duration>) -> (bool, boo
     let mut fds = [pollin(fd), pollin(kick)];
     let n = ppoll_for(&mut fds, limit);
     (n > 0 && fds[0].revents != 0, n > 0 && fds[1].revents != 0)
+}
+
+/// A new epoll set (close-on-exec) that holds `fd` for reading: what an FD counter of a layered
+/// domain hands out (its eventfd), and what a room's flattened set starts from (its kick).
+pub fn epoll_set(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: no memory arguments; the result is checked.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    epoll_ctl(
+        ep.as_raw_fd(),
+        libc::EPOLL_CTL_ADD,
+        fd,
+        libc::EPOLLIN as u32,
+    )?;
+    Ok(ep)
+}
+
+/// `epoll_ctl(ep, op, fd)` under `events`, with `fd` itself as the event's data (what
+/// `epoll_wait` reports it by).
+pub fn epoll_ctl(ep: RawFd, op: libc::c_int, fd: RawFd, events: u32) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events,
+        u64: fd as u64,
+    };
+    // SAFETY: `ev` lives across the call; the kernel checks the fds.
+    if unsafe { libc::epoll_ctl(ep, op, fd, &mut ev) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// A pollfd asking whether `fd` is readable.

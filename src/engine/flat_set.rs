@@ -29,8 +29,9 @@
 //! sleeps here longer than [`RECHECK`] without looking at the members' own fds: one readable
 //! there that no leaf reported rebuilds the set (a wake at most that late, never lost).
 
+use super::eventfd::{epoll_ctl, epoll_set};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// The longest sleep in the set before the members' own fds are looked at (see the module doc).
@@ -52,9 +53,6 @@ const READINESS: u32 = (libc::EPOLLIN
     | libc::EPOLLWRBAND
     | libc::EPOLLMSG
     | libc::EPOLLRDHUP) as u32;
-
-/// The epoll data of the room's kick.
-const KICK: u64 = u64::MAX;
 
 /// Ready leaves taken per wait (more are returned by the next one: the set is level-triggered).
 const READY_AT_ONCE: usize = 256;
@@ -134,7 +132,12 @@ struct Registered {
 /// room's leader, which holds the room's lock of it while it sleeps in it).
 pub struct FlatSet {
     ep: OwnedFd,
+    /// The room's kick, in the set from the start (its data its fd, as every leaf's).
     kick: RawFd,
+    /// The device of anonymous-inode files (epoll sets, eventfds such as the kick), in the
+    /// kernel's encoding: the only items that may be epoll sets (sockets, pipes and files are
+    /// not). None if the kick could not be looked at: then every item is asked.
+    anon_dev: Option<u64>,
     /// The room's wait-set generation this set was built for.
     generation: u64,
     members: Vec<Member>,
@@ -145,21 +148,16 @@ pub struct FlatSet {
 impl FlatSet {
     /// An empty set that `kick` (an eventfd) interrupts.
     pub fn new(kick: RawFd) -> io::Result<Self> {
-        let ep = new_epoll()?;
         let set = FlatSet {
-            ep,
+            ep: epoll_set(kick)?,
             kick,
+            anon_dev: file_id(kick).map(|(dev, _)| dev),
             generation: 0,
             members: Vec::new(),
             registered: Vec::new(),
             ready: vec![libc::epoll_event { events: 0, u64: 0 }; READY_AT_ONCE],
         };
-        set.ctl(libc::EPOLL_CTL_ADD, kick, libc::EPOLLIN as u32, KICK)?;
         Ok(set)
-    }
-
-    pub fn kick(&self) -> RawFd {
-        self.kick
     }
 
     /// The generation of the wait sets this set was built for (see [`FlatSet::sync`]).
@@ -200,7 +198,10 @@ impl FlatSet {
         if self.members.len() > 2 * members.len() + 16 {
             self.members.retain(|m| m.active);
         }
-        let mut seen = Seen::default();
+        let mut seen = Seen {
+            anon_dev: self.anon_dev,
+            ..Seen::default()
+        };
         for &(serial, fd) in members {
             let k = match self
                 .members
@@ -242,13 +243,11 @@ impl FlatSet {
     /// Drops every registration (a new epoll set: the files of the old one's fd numbers may
     /// have been closed and the numbers reused) and every flattening.
     fn reset(&mut self, generation: u64) -> Result<(), Unflattened> {
-        let ep = new_epoll().map_err(|e| Unflattened::Register(self.kick, e))?;
-        self.ep = ep;
+        self.ep = epoll_set(self.kick).map_err(|e| Unflattened::Register(self.kick, e))?;
         self.generation = generation;
         self.members.clear();
         self.registered.clear();
-        self.ctl(libc::EPOLL_CTL_ADD, self.kick, libc::EPOLLIN as u32, KICK)
-            .map_err(|e| Unflattened::Register(self.kick, e))
+        Ok(())
     }
 
     /// Sleeps until a leaf or the kick is ready, or `limit` passed (None: no limit); leaves in
@@ -309,7 +308,7 @@ impl FlatSet {
         };
         for e in &self.ready[..n.max(0) as usize] {
             let data = e.u64;
-            if data == KICK {
+            if data == self.kick as u64 {
                 continue;
             }
             woken = Woken::Leaves;
@@ -323,7 +322,7 @@ impl FlatSet {
         woken
     }
 
-    /// The leaves of the active member with fd `fd` (tests, and the room's log line).
+    /// The leaves of the active member with fd `fd` (for tests).
     pub fn leaves_of(&self, fd: RawFd) -> Option<&[Leaf]> {
         self.members
             .iter()
@@ -343,11 +342,11 @@ impl FlatSet {
             if r.events | leaf.events != r.events {
                 r.events |= leaf.events;
                 let (fd, events) = (r.fd, r.events);
-                return self.ctl(libc::EPOLL_CTL_MOD, fd, events, fd as u64);
+                return self.ctl(libc::EPOLL_CTL_MOD, fd, events);
             }
             return Ok(());
         }
-        self.ctl(libc::EPOLL_CTL_ADD, leaf.fd, leaf.events, leaf.fd as u64)?;
+        self.ctl(libc::EPOLL_CTL_ADD, leaf.fd, leaf.events)?;
         self.registered.push(Registered {
             fd: leaf.fd,
             events: leaf.events,
@@ -361,30 +360,15 @@ impl FlatSet {
             self.registered[k].holders -= 1;
             if self.registered[k].holders == 0 {
                 // A leaf closed since was removed by the kernel already (ENOENT): nothing to do.
-                let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+                let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0);
                 self.registered.swap_remove(k);
             }
         }
     }
 
-    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: data };
-        // SAFETY: `ev` lives across the call; the kernel checks the fds.
-        if unsafe { libc::epoll_ctl(self.ep.as_raw_fd(), op, fd, &mut ev) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32) -> io::Result<()> {
+        epoll_ctl(self.ep.as_raw_fd(), op, fd, events)
     }
-}
-
-fn new_epoll() -> io::Result<OwnedFd> {
-    // SAFETY: no memory arguments; the result is checked.
-    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh fd that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// One item of an epoll fd, from its fdinfo.
@@ -403,19 +387,11 @@ struct Item {
 struct Seen {
     epoll: Vec<(RawFd, bool)>,
     wrapper: Vec<(RawFd, bool)>,
-    anon_dev: Option<Option<u64>>,
+    /// [`FlatSet`]'s `anon_dev`.
+    anon_dev: Option<u64>,
 }
 
 impl Seen {
-    /// The device of anonymous-inode files (epoll sets, eventfds) in the kernel's encoding:
-    /// the only items that may be epoll sets (sockets, pipes and files are not).
-    fn anon_dev(&mut self) -> Option<u64> {
-        *self.anon_dev.get_or_insert_with(|| {
-            let probe = new_epoll().ok()?;
-            file_id(probe.as_raw_fd()).map(|(dev, _)| dev)
-        })
-    }
-
     fn is_epoll(&mut self, fd: RawFd) -> bool {
         if let Some(&(_, e)) = self.epoll.iter().find(|(f, _)| *f == fd) {
             return e;
@@ -452,7 +428,7 @@ fn flatten(
         }
         _ => items_of(fd)?,
     };
-    let anon = seen.anon_dev();
+    let anon = seen.anon_dev;
     let wrapper = items
         .iter()
         .any(|i| anon.is_none_or(|d| d == i.sdev) && seen.is_epoll(i.fd));

@@ -27,7 +27,7 @@ pub use backoff::Backoff;
 pub use counter::{
     Counter, DEFAULT_POLL_MAX, POLL_FIRST, TryWaitError, Tuning, WaitError, WaitStrategy,
 };
-pub use eventfd::{EventFd, poll_which, signal_raw, sleep_until_readable};
+pub use eventfd::{EventFd, epoll_ctl, epoll_set, poll_which, signal_raw, sleep_until_readable};
 
 pub use source::{Blocker, Room, Source, Token, Unsourced, Wake};
 pub use store::{Atomics, Store, StoreError};

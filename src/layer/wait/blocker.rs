@@ -17,10 +17,10 @@
 use super::bell::BellBlocker;
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook;
-use crate::engine::{Blocker, EventFd, Room, Token, sleep_until_readable};
+use crate::engine::{Blocker, EventFd, Room, Token, epoll_ctl, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
@@ -690,20 +690,10 @@ fn hold_plainly(ep: RawFd, fd: RawFd, relay: bool, claim: &AtomicBool) -> std::i
 /// The epoll set an FD counter of a layered domain hands out, holding its eventfd (and, once the
 /// counter is bound, the core's fd: see [`epoll_add`]), so that `poll()` on it is woken by the
 /// core's own event.
-pub fn epoll_set(eventfd: RawFd) -> std::io::Result<OwnedFd> {
-    // SAFETY: no memory arguments; the result is checked.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if ep < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor nothing else owns.
-    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
-    epoll_add(ep.as_raw_fd(), eventfd)?;
-    Ok(ep)
-}
+pub use crate::engine::epoll_set;
 
 pub fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
-    epoll_add_with(ep, fd, false)
+    epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32)
 }
 
 /// Adds a core fd that several counters' epoll sets hold (the doorbell's socket; Linux refuses
@@ -713,23 +703,6 @@ pub fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
 /// counter (`fi_trywait`, `fi_cntr_read`), which counts into every counter and signals the
 /// eventfd of each one it moved, so the thread the completion was for wakes too.
 pub fn epoll_add_shared(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
-    epoll_add_with(ep, fd, true)
-}
-
-fn epoll_add_with(ep: RawFd, fd: RawFd, exclusive: bool) -> std::io::Result<()> {
-    let events = libc::EPOLLIN as u32
-        | if exclusive {
-            libc::EPOLLEXCLUSIVE as u32
-        } else {
-            0
-        };
-    let mut ev = libc::epoll_event {
-        events,
-        u64: fd as u64,
-    };
-    // SAFETY: a live epoll fd and event.
-    if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    let events = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
+    epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, events)
 }
