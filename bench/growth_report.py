@@ -15,6 +15,11 @@ GOAL = 1.2
 VIAS = ("core", "rscntr")
 
 
+def vias_of(base):
+    """The runs of a section: the core's, rscntr from another build (`base`, when given), rscntr."""
+    return ("core",) + (("base",) if base else ()) + ("rscntr",)
+
+
 def parse(path):
     out = {}
     try:
@@ -229,7 +234,7 @@ def objects_section(md, cores, get):
 
 
 def wake_sections(md, cores, get, modes, base, raw):
-    vias = ("core",) + (("base",) if base else ()) + ("rscntr",)
+    vias = vias_of(base)
 
     def wake_section(title, mode, ns, intro, yardstick=False):
         md.append(title + "\n")
@@ -312,7 +317,7 @@ def wake_sections(md, cores, get, modes, base, raw):
 
 
 def reads_section(md, cores, get, base):
-    vias = ("core",) + (("base",) if base else ()) + ("rscntr",)
+    vias = vias_of(base)
     ns = [1, 16, 64, 256]
     md.append("### Reads\n")
     md.append("The same runs, after the waiter has left (nothing else drives progress). *read ns*: "
@@ -367,7 +372,7 @@ def reads_section(md, cores, get, base):
 def plots(md, docs, cores, get, modes, base):
     ns_obj = NS_OBJ
     plots = []
-    vias = ("core",) + (("base",) if base else ()) + ("rscntr",)
+    vias = vias_of(base)
 
     def wake_plot(mode, ns, key, name, title, ylabel):
         series = []
