@@ -122,14 +122,26 @@ fn members(wrappers: &[RawFd]) -> Vec<(u64, RawFd)> {
         .collect()
 }
 
+/// An empty flattened set and the kick it holds.
+fn flat_set() -> (EventFd, FlatSet) {
+    let kick = EventFd::new().unwrap();
+    let set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    (kick, set)
+}
+
+fn sorted(fds: &[RawFd]) -> Vec<RawFd> {
+    let mut v = fds.to_vec();
+    v.sort();
+    v
+}
+
 const LOOK: Option<Duration> = Some(Duration::ZERO);
 const LONG: Option<Duration> = Some(Duration::from_secs(10));
 
 #[test]
 fn a_shared_set_is_registered_once_and_wakes_every_member_that_holds_it() {
     let n = nest(2);
-    let kick = EventFd::new().unwrap();
-    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let (_kick, mut set) = flat_set();
     set.sync(0, &members(&n.wrappers)).unwrap();
     // tcp's set once, and each member's two signals.
     assert_eq!(set.registered(), 1 + 2 * 2);
@@ -153,10 +165,7 @@ fn a_shared_set_is_registered_once_and_wakes_every_member_that_holds_it() {
     // A completion on the wire: every member's wait set is readable, as over rxm.
     signal_wire(&n, 0);
     assert_eq!(set.wait(LONG, &mut readable), Woken::Leaves);
-    readable.sort();
-    let mut both = n.wrappers.clone();
-    both.sort();
-    assert_eq!(readable, both);
+    assert_eq!(sorted(&readable), sorted(&n.wrappers));
     drain(n.wire.0);
     // The inner CQ of the second member: only its member.
     signal(n.cq_signals[1]);
@@ -177,8 +186,7 @@ fn signal_wire(n: &Nest, member: u8) {
 #[test]
 fn a_member_that_leaves_takes_only_its_own_leaves() {
     let n = nest(2);
-    let kick = EventFd::new().unwrap();
-    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let (_kick, mut set) = flat_set();
     let all = members(&n.wrappers);
     set.sync(0, &all).unwrap();
     set.sync(0, &all[1..]).unwrap();
@@ -197,10 +205,7 @@ fn a_member_that_leaves_takes_only_its_own_leaves() {
     set.sync(0, &all).unwrap();
     assert_eq!(set.registered(), 1 + 2 * 2);
     set.wait(LONG, &mut readable);
-    readable.sort();
-    let mut both = n.wrappers.clone();
-    both.sort();
-    assert_eq!(readable, both);
+    assert_eq!(sorted(&readable), sorted(&n.wrappers));
 }
 
 /// What a core adds to a wait set after the set was flattened is not in it until the
@@ -208,8 +213,7 @@ fn a_member_that_leaves_takes_only_its_own_leaves() {
 #[test]
 fn a_wait_set_changed_is_read_again_at_a_new_generation() {
     let n = nest(2);
-    let kick = EventFd::new().unwrap();
-    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let (_kick, mut set) = flat_set();
     let all = members(&n.wrappers);
     set.sync(0, &all).unwrap();
     let late = n.fds.eventfd();
@@ -234,8 +238,7 @@ fn edge_triggered_items_are_not_flattened() {
     let (inner, wrapper) = (fds.epoll(), fds.epoll());
     add(inner, fds.eventfd(), IN);
     add(wrapper, inner, IN | libc::EPOLLET as u32);
-    let kick = EventFd::new().unwrap();
-    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let (_kick, mut set) = flat_set();
     let r = set.sync(0, &[(1, wrapper), (2, fds.eventfd())]);
     assert!(
         matches!(r, Err(Unflattened::Flags(fd)) if fd == wrapper),
@@ -254,8 +257,7 @@ fn an_item_whose_number_names_another_file_is_not_flattened() {
     add(wrapper, inner, IN);
     let (rd, _wr) = fds.pipe();
     add(wrapper, rd, IN);
-    let kick = EventFd::new().unwrap();
-    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let (_kick, mut set) = flat_set();
     let other = fds.eventfd();
     set.sync(0, &[(1, wrapper), (2, other)]).unwrap();
     // SAFETY: our own fds: the pipe's read end lives on as a copy, and its number names an
@@ -276,8 +278,7 @@ fn plain_fds_are_their_own_leaves_and_the_kick_wakes_the_sleep() {
     let fds = Fds::default();
     let (rd, wr) = fds.pipe();
     let e = fds.eventfd();
-    let kick = EventFd::new().unwrap();
-    let mut set = FlatSet::new(kick.as_raw_fd()).unwrap();
+    let (kick, mut set) = flat_set();
     set.sync(0, &[(1, rd), (2, e)]).unwrap();
     assert_eq!(set.leaves_of(rd).unwrap().len(), 1);
     assert_eq!(set.leaves_of(rd).unwrap()[0].fd, rd);
