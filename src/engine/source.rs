@@ -211,24 +211,20 @@ pub struct Room {
 /// The state of a room's [`FlatSet`](super::flat_set::FlatSet).
 #[cfg(not(loom))]
 #[derive(Default)]
-enum Flat {
-    /// Not asked for ([`Room::flatten_wait_sets`]): the leader polls the members' fds.
-    #[default]
-    Off,
-    /// Asked for; built at the first sleep over many fds. `report` says why a set could not
-    /// be built (the leader then polls the fds until the wait sets change).
-    On { report: fn(&str) },
-    Built {
-        set: super::flat_set::FlatSet,
-        report: fn(&str),
-        /// The generation of the wait sets at the leader's last sleep: a set is rebuilt for a
-        /// new generation only once it is seen at two sleeps in a row.
-        seen: u64,
-        /// The first sleep in it was reported.
-        told: bool,
-    },
-    /// Could not be built for this generation of the wait sets.
-    Failed { generation: u64, report: fn(&str) },
+struct Flat {
+    /// Asked for ([`Room::flatten_wait_sets`]), and told what the leader sleeps in: its set the
+    /// first time, or why it could not be built (the leader then polls the fds until the wait
+    /// sets change). None: the leader polls the members' fds.
+    report: Option<fn(&str)>,
+    /// Built at the first sleep over many fds.
+    set: Option<super::flat_set::FlatSet>,
+    /// The generation of the wait sets the set could not be built for.
+    failed: Option<u64>,
+    /// The generation of the wait sets at the leader's last sleep: a set is rebuilt for a new
+    /// generation only once it is seen at two sleeps in a row.
+    seen: u64,
+    /// The first sleep in the set was reported.
+    told: bool,
 }
 
 // SAFETY: the raw pointers in `State` are only dereferenced under the room's lock while their
@@ -253,7 +249,7 @@ impl Room {
             handoff: true,
             sets_generation: AtomicU64::new(0),
             #[cfg(not(loom))]
-            flat: Mutex::new(Flat::Off),
+            flat: Mutex::new(Flat::default()),
             flat_leaves: std::sync::atomic::AtomicUsize::new(0),
         }
     }
@@ -273,9 +269,9 @@ impl Room {
     pub fn flatten_wait_sets(&self, report: Option<fn(&str)>) {
         #[cfg(not(loom))]
         {
-            *self.flat.lock() = match report {
-                Some(report) => Flat::On { report },
-                None => Flat::Off,
+            *self.flat.lock() = Flat {
+                report,
+                ..Flat::default()
             };
         }
         #[cfg(loom)]
@@ -342,41 +338,33 @@ impl Room {
         };
         let generation = self.sets_generation.load(SeqCst);
         let mut flat = self.flat.lock();
-        let report = match &*flat {
-            Flat::Off => return false,
-            Flat::Failed {
-                generation: g,
-                report,
-            } => {
-                if *g == generation {
-                    return false;
-                }
-                *report
-            }
-            Flat::On { report } | Flat::Built { report, .. } => *report,
+        let Flat {
+            report,
+            set,
+            failed,
+            seen,
+            told,
+        } = &mut *flat;
+        let Some(report) = *report else {
+            return false;
         };
-        if !matches!(&*flat, Flat::Built { .. }) {
-            match FlatSet::new(kick.as_raw_fd()) {
-                Ok(set) => {
-                    *flat = Flat::Built {
-                        set,
-                        report,
-                        seen: generation,
-                        told: false,
-                    }
+        if *failed == Some(generation) {
+            return false;
+        }
+        let set = match set {
+            Some(set) => set,
+            None => match FlatSet::new(kick.as_raw_fd()) {
+                Ok(new) => {
+                    *seen = generation;
+                    *told = false;
+                    set.insert(new)
                 }
                 Err(e) => {
                     report(&format!("no epoll set for the room's leader: {e}"));
-                    *flat = Flat::Failed { generation, report };
+                    *failed = Some(generation);
                     return false;
                 }
-            }
-        }
-        let Flat::Built {
-            set, seen, told, ..
-        } = &mut *flat
-        else {
-            return false;
+            },
         };
         if set.generation() != generation && std::mem::replace(seen, generation) != generation {
             // The wait sets changed since the last sleep: while the core is still changing them
@@ -388,7 +376,8 @@ impl Room {
             report(&format!(
                 "the wait sets of a room's members cannot be flattened ({e}); its leader polls them"
             ));
-            *flat = Flat::Failed { generation, report };
+            flat.set = None;
+            flat.failed = Some(generation);
             return false;
         }
         self.flat_leaves.store(set.registered(), SeqCst);
