@@ -6,7 +6,7 @@ use rscntr::engine::flat_set::{FlatSet, Unflattened, Woken};
 use rscntr::engine::{Blocker, Counter, EventFd, Room, Source, Timeout, Token, WaitStrategy, Wake};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -183,29 +183,60 @@ fn signal_wire(n: &Nest, member: u8) {
     );
 }
 
+/// A member that leaves keeps its leaves in the set (it rests: a waiter whose wait returned is
+/// back soon); a leaf only resting members hold, when ready, is not theirs to report but the
+/// caller's to evict; coming back registers them again without reading /proc.
 #[test]
-fn a_member_that_leaves_takes_only_its_own_leaves() {
+fn a_member_that_leaves_rests_until_a_leaf_only_it_holds_is_ready() {
     let n = nest(2);
     let (_kick, mut set) = flat_set();
     let all = members(&n.wrappers);
     set.sync(0, &all).unwrap();
     set.sync(0, &all[1..]).unwrap();
-    assert_eq!(set.registered(), 1 + 2);
+    assert_eq!(
+        set.registered(),
+        1 + 2 * 2,
+        "the resting member's leaves stay"
+    );
+    assert_eq!(sorted_serials(&set), vec![1, 2]);
     let mut readable = Vec::new();
+    signal_wire(&n, 1);
+    set.wait(LONG, &mut readable);
+    assert_eq!(
+        readable,
+        vec![n.wrappers[1]],
+        "a shared leaf wakes the active only"
+    );
+    assert!(set.orphans().is_empty(), "an active member holds it");
+    drain(n.wire.0);
     signal(n.own_signals[0]);
+    assert_eq!(set.wait(LOOK, &mut readable), Woken::Leaves);
+    assert!(readable.is_empty(), "a resting member is not readable");
+    assert_eq!(set.orphans(), &[n.own_signals[0]]);
+    assert_eq!(
+        set.resting_holders(n.own_signals[0]).collect::<Vec<_>>(),
+        vec![all[0]]
+    );
+    set.evict(n.wrappers[0]);
+    assert_eq!(set.registered(), 1 + 2);
+    assert_eq!(sorted_serials(&set), vec![2]);
     assert_eq!(
         set.wait(LOOK, &mut readable),
         Woken::TimedOut,
-        "a left member's leaf"
+        "an evicted member's leaf"
     );
-    signal_wire(&n, 1);
-    set.wait(LONG, &mut readable);
-    assert_eq!(readable, vec![n.wrappers[1]]);
     // Back again: its leaves are registered again, without reading /proc again.
     set.sync(0, &all).unwrap();
     assert_eq!(set.registered(), 1 + 2 * 2);
+    signal_wire(&n, 1);
     set.wait(LONG, &mut readable);
     assert_eq!(sorted(&readable), sorted(&n.wrappers));
+}
+
+fn sorted_serials(set: &FlatSet) -> Vec<u64> {
+    let mut v: Vec<u64> = set.held().collect();
+    v.sort();
+    v
 }
 
 /// What a core adds to a wait set after the set was flattened is not in it until the
@@ -306,6 +337,8 @@ struct NestMember {
     serial: u64,
     /// A signal the core added to this member's wait set after the waits began.
     late: Mutex<Option<RawFd>>,
+    /// The threads that armed this member's blocker, in order.
+    armed_by: Mutex<Vec<thread::ThreadId>>,
 }
 
 static SERIALS: AtomicU64 = AtomicU64::new(1);
@@ -356,6 +389,7 @@ impl Blocker for NestMember {
         Token(0)
     }
     fn arm(&self) -> bool {
+        self.armed_by.lock().unwrap().push(thread::current().id());
         !readable(self.nest.wrappers[self.index])
     }
     fn block(&self, _: Token, kick: &EventFd, until: Option<Instant>) {
@@ -394,6 +428,7 @@ fn room_of(n: usize, report: Option<fn(&str)>) -> (Arc<Nest>, Arc<Room>, Vec<Arc
                 room: room.clone(),
                 serial: SERIALS.fetch_add(1, SeqCst),
                 late: Mutex::new(None),
+                armed_by: Mutex::new(Vec::new()),
             })
         })
         .collect();
@@ -525,4 +560,129 @@ fn a_room_not_asked_to_flatten_polls_the_fds() {
     for t in threads {
         assert!(t.join().unwrap());
     }
+}
+
+/// Member 2 of a flattened room of 3 waits for `first`, then, once told, for `second`; its
+/// thread reports the first wait's end. Members 0 and 1 wait for 2 from the start, so that one
+/// of them leads throughout.
+struct Returning {
+    nest: Arc<Nest>,
+    room: Arc<Room>,
+    members: Vec<Arc<NestMember>>,
+    others: Vec<thread::JoinHandle<bool>>,
+    returned: mpsc::Receiver<bool>,
+    go: mpsc::Sender<()>,
+    back: thread::JoinHandle<bool>,
+}
+
+fn returning(report: fn(&str), first: u64, second: u64) -> Returning {
+    let (nest, room, members) = room_of(3, Some(report));
+    let others = wait_all(&members[..2], 2);
+    until_members(&room, 2);
+    let (returned_tx, returned) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    let m = members[2].clone();
+    let back = thread::spawn(move || {
+        let wait = |threshold| {
+            m.counter
+                .wait_with(threshold, Timeout::from_ms(10_000), &*m)
+                .is_ok()
+        };
+        returned_tx.send(wait(first)).unwrap();
+        go_rx.recv().unwrap();
+        wait(second)
+    });
+    until_members(&room, 3);
+    signal_wire(&nest, 2);
+    assert!(
+        returned.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "member 2's first wait timed out"
+    );
+    // The leader sleeps again, without it.
+    thread::sleep(Duration::from_millis(50));
+    Returning {
+        nest,
+        room,
+        members,
+        others,
+        returned,
+        go,
+        back,
+    }
+}
+
+impl Returning {
+    /// Ends the waits: member 2's second one and the others'.
+    fn finish(self) {
+        assert!(
+            self.back.join().unwrap(),
+            "member 2's second wait timed out"
+        );
+        drop(self.returned);
+        for member in [0, 0, 1, 1] {
+            signal_wire(&self.nest, member);
+        }
+        for t in self.others {
+            assert!(t.join().unwrap());
+        }
+    }
+}
+
+reports!(report_back, SEEN_BACK);
+
+/// A member whose wait returned and that waits again finds its leaves still in the leader's
+/// set: it arms its own blocker, and the leader, not woken for it, sleeps on.
+#[test]
+fn a_member_back_in_a_flattened_room_arms_itself() {
+    let r = returning(report_back, 1, 2);
+    // A round of the leader's without member 2 (a completion short of member 0's threshold):
+    // its next sleep is in a set of which member 2 is no member.
+    signal(r.nest.own_signals[0]);
+    let t0 = Instant::now();
+    while r.members[0].counter.read() != 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "member 0 never pulled"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    thread::sleep(Duration::from_millis(50));
+    r.members[2].armed_by.lock().unwrap().clear();
+    let me = r.back.thread().id();
+    r.go.send(()).unwrap();
+    until_members(&r.room, 3);
+    let armed = r.members[2].armed_by.lock().unwrap().clone();
+    assert!(
+        !armed.is_empty() && armed.iter().all(|&t| t == me),
+        "armed by {armed:?}, not only by itself ({me:?}): the leader was woken"
+    );
+    signal_wire(&r.nest, 2);
+    r.finish();
+    only_built(&SEEN_BACK.lock().unwrap());
+}
+
+reports!(report_away, SEEN_AWAY);
+
+/// A leaf only an absent member holds becomes ready (its own signal, while its wait has
+/// returned): the leader takes that member's leaves out of its set rather than be woken by them
+/// again and again, and the member, back, is woken by what it missed.
+#[test]
+fn a_leaf_ready_while_its_member_is_away_leaves_the_set_and_wakes_it_when_back() {
+    let r = returning(report_away, 1, 2);
+    assert_eq!(r.room.flat_leaves(), Some(1 + 2 * 3), "its leaves rest");
+    signal(r.nest.own_signals[2]);
+    let t0 = Instant::now();
+    while r.room.flat_leaves() != Some(1 + 2 * 2) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "its leaves never left the set: {:?}",
+            r.room.flat_leaves()
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    r.go.send(()).unwrap();
+    let m2 = r.members[2].clone();
+    r.finish();
+    assert_eq!(m2.counter.read(), 2);
+    only_built(&SEEN_AWAY.lock().unwrap());
 }

@@ -113,12 +113,15 @@ pub struct Leaf {
     pub events: u32,
 }
 
-/// A member's fd, as flattened; `active` while the leader's sleep is for it.
+/// A member's fd, as flattened: `active` while the leader's sleep is for it; `registered` while
+/// its leaves are in the set, which they stay after the member left (it *rests*) until a leaf
+/// of it is ready with no active holder ([`FlatSet::evict`]).
 struct Member {
     serial: u64,
     fd: RawFd,
     leaves: Vec<Leaf>,
     active: bool,
+    registered: bool,
 }
 
 /// A leaf in the epoll set: how many active members hold it, under which mask.
@@ -143,6 +146,8 @@ pub struct FlatSet {
     members: Vec<Member>,
     registered: Vec<Registered>,
     ready: Vec<libc::epoll_event>,
+    /// Leaves the last wait found ready that no active member holds.
+    orphans: Vec<RawFd>,
 }
 
 impl FlatSet {
@@ -156,6 +161,7 @@ impl FlatSet {
             members: Vec::new(),
             registered: Vec::new(),
             ready: vec![libc::epoll_event { events: 0, u64: 0 }; READY_AT_ONCE],
+            orphans: Vec::new(),
         };
         Ok(set)
     }
@@ -165,10 +171,13 @@ impl FlatSet {
         self.generation
     }
 
-    /// Makes the set hold the leaves of exactly `members` (`(serial, fd)`: a blocker's
-    /// [`serial`](super::Blocker::serial), 0 when it has none, and its fd). A member flattened
-    /// before under the same serial and `generation` is not read again. On an error the set is
-    /// emptied (the caller polls the fds themselves).
+    /// Makes the set hold the leaves of `members` (`(serial, fd)`: a blocker's
+    /// [`serial`](super::Blocker::serial), 0 when it has none, and its fd), which are its active
+    /// members from now on. A member flattened before under the same serial and `generation`
+    /// is not read again. The leaves of members that are not asked for any more stay in the set
+    /// (they rest: a waiter whose wait returned is back soon, and its coming back then costs no
+    /// `epoll_ctl`) until [`FlatSet::evict`]. On an error the set is emptied (the caller polls
+    /// the fds themselves).
     pub fn sync(&mut self, generation: u64, members: &[(u64, RawFd)]) -> Result<(), Unflattened> {
         if generation != self.generation {
             self.reset(generation)?;
@@ -182,21 +191,18 @@ impl FlatSet {
     }
 
     fn sync_members(&mut self, members: &[(u64, RawFd)]) -> Result<(), Unflattened> {
-        let wanted = |m: &Member| members.iter().any(|&(s, fd)| s == m.serial && fd == m.fd);
-        for k in 0..self.members.len() {
-            if self.members[k].active && !wanted(&self.members[k]) {
-                self.members[k].active = false;
-                let leaves = std::mem::take(&mut self.members[k].leaves);
-                for l in &leaves {
-                    self.unregister(l.fd);
-                }
-                self.members[k].leaves = leaves;
-            }
+        for m in &mut self.members {
+            m.active = members
+                .iter()
+                .any(|&(s, fd)| s == m.serial && fd == m.fd && (s != 0 || m.active));
         }
-        // Forget what no sync asks for any more (a closed counter's blocker), except the
-        // active ones.
+        // A member without a serial cannot be told from another under its fd number once it
+        // left: it does not rest. Forget too what no sync asks for any more (a closed
+        // counter's blocker), except the active ones.
         if self.members.len() > 2 * members.len() + 16 {
-            self.members.retain(|m| m.active);
+            self.forget(|m| !m.active);
+        } else {
+            self.forget(|m| m.serial == 0 && !m.active);
         }
         let mut seen = Seen {
             anon_dev: self.anon_dev,
@@ -208,10 +214,11 @@ impl FlatSet {
                 .iter()
                 .position(|m| m.serial == serial && m.fd == fd && (serial != 0 || m.active))
             {
-                Some(k) if self.members[k].active => continue,
                 Some(k) => k,
                 None => {
-                    self.members.retain(|m| m.fd != fd || m.active);
+                    // Another member under this fd number (a blocker without a serial, or one
+                    // closed and its number reused) is not this one.
+                    self.forget(|m| m.fd == fd);
                     let mut leaves = Vec::new();
                     flatten(fd, libc::EPOLLIN as u32, 0, &mut seen, &mut leaves)?;
                     self.members.push(Member {
@@ -219,12 +226,17 @@ impl FlatSet {
                         fd,
                         leaves,
                         active: false,
+                        registered: false,
                     });
                     self.members.len() - 1
                 }
             };
-            let leaves = std::mem::take(&mut self.members[k].leaves);
             self.members[k].active = true;
+            if self.members[k].registered {
+                continue;
+            }
+            let leaves = std::mem::take(&mut self.members[k].leaves);
+            self.members[k].registered = true;
             let mut failed = None;
             for l in &leaves {
                 if let Err(e) = self.register(*l) {
@@ -240,6 +252,59 @@ impl FlatSet {
         Ok(())
     }
 
+    /// Takes the leaves of the member with fd `fd` out of the set, if it is not active (it
+    /// left, and a leaf only it and other absent members hold was ready: [`FlatSet::orphans`]).
+    pub fn evict(&mut self, fd: RawFd) {
+        if let Some(k) = self
+            .members
+            .iter()
+            .position(|m| m.fd == fd && m.registered && !m.active)
+        {
+            self.unregister_member(k);
+        }
+    }
+
+    /// Unregisters and drops the members `which` selects.
+    fn forget(&mut self, which: impl Fn(&Member) -> bool) {
+        for k in 0..self.members.len() {
+            if which(&self.members[k]) {
+                self.unregister_member(k);
+            }
+        }
+        self.members.retain(|m| !which(m));
+    }
+
+    fn unregister_member(&mut self, k: usize) {
+        if std::mem::replace(&mut self.members[k].registered, false) {
+            let leaves = std::mem::take(&mut self.members[k].leaves);
+            for l in &leaves {
+                self.unregister(l.fd);
+            }
+            self.members[k].leaves = leaves;
+        }
+    }
+
+    /// The serials of the members whose leaves are in the set (active or resting).
+    pub fn held(&self) -> impl Iterator<Item = u64> + '_ {
+        self.members
+            .iter()
+            .filter(|m| m.registered && m.serial != 0)
+            .map(|m| m.serial)
+    }
+
+    /// The leaves the last [`FlatSet::wait`] found ready that no active member holds.
+    pub fn orphans(&self) -> &[RawFd] {
+        &self.orphans
+    }
+
+    /// The resting members (serial and fd) that hold leaf `leaf`.
+    pub fn resting_holders(&self, leaf: RawFd) -> impl Iterator<Item = (u64, RawFd)> + '_ {
+        self.members
+            .iter()
+            .filter(move |m| m.registered && !m.active && m.leaves.iter().any(|l| l.fd == leaf))
+            .map(|m| (m.serial, m.fd))
+    }
+
     /// Drops every registration (a new epoll set: the files of the old one's fd numbers may
     /// have been closed and the numbers reused) and every flattening.
     fn reset(&mut self, generation: u64) -> Result<(), Unflattened> {
@@ -247,6 +312,7 @@ impl FlatSet {
         self.generation = generation;
         self.members.clear();
         self.registered.clear();
+        self.orphans.clear();
         Ok(())
     }
 
@@ -301,6 +367,7 @@ impl FlatSet {
             } as libc::c_long;
         }
         readable.clear();
+        self.orphans.clear();
         let mut woken = match n {
             0 => Woken::TimedOut,
             n if n < 0 => Woken::Interrupted,
@@ -313,10 +380,17 @@ impl FlatSet {
             }
             woken = Woken::Leaves;
             let leaf = data as RawFd;
+            let mut held = false;
             for m in self.members.iter().filter(|m| m.active) {
-                if m.leaves.iter().any(|l| l.fd == leaf) && !readable.contains(&m.fd) {
-                    readable.push(m.fd);
+                if m.leaves.iter().any(|l| l.fd == leaf) {
+                    held = true;
+                    if !readable.contains(&m.fd) {
+                        readable.push(m.fd);
+                    }
                 }
+            }
+            if !held {
+                self.orphans.push(leaf);
             }
         }
         woken

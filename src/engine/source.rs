@@ -159,6 +159,10 @@ struct State {
     /// The serials ([`Blocker::serial`]) of the blockers whose fds the leader's sleep polls,
     /// from its last [`Room::arm_all`]; empty when that sleep is not a poll of the fds.
     polled: Vec<u64>,
+    /// The serials of the blockers whose leaves the leader's flattened set holds as it sleeps
+    /// in it, members present or resting (`flat_set.rs`), sorted; empty when the leader does not
+    /// sleep in that set.
+    flat_held: Vec<u64>,
 }
 
 /// Where the threads waiting on the counters of one core domain meet, so that one completion
@@ -293,7 +297,11 @@ impl Room {
     /// interrupted if it sleeps now.
     pub fn wait_sets_changed(&self) {
         self.sets_generation.fetch_add(1, SeqCst);
-        if self.state.lock().leader.is_some() {
+        let mut st = self.state.lock();
+        // What the set holds may not be what the members' fds hold any more.
+        st.flat_held.clear();
+        if st.leader.is_some() {
+            drop(st);
             self.interrupt_leader(None);
         }
     }
@@ -381,6 +389,18 @@ impl Room {
             return false;
         }
         self.flat_leaves.store(set.registered(), SeqCst);
+        let look = limit == Some(Duration::ZERO);
+        if !look {
+            // From now on a member that comes back with its leaves still in the set arms its
+            // own blocker instead of waking the leader (see `Room::join`), unless the wait sets
+            // changed meanwhile (`Room::wait_sets_changed` clears this after its bump).
+            let mut st = self.state.lock();
+            st.flat_held.clear();
+            if self.sets_generation.load(SeqCst) == generation {
+                st.flat_held.extend(set.held());
+                st.flat_held.sort_unstable();
+            }
+        }
         if !std::mem::replace(told, true) {
             report(&format!(
                 "the leader of a room sleeps in one epoll set: {} leaves of {} members' wait sets",
@@ -388,9 +408,11 @@ impl Room {
                 members.len()
             ));
         }
-        let look = limit == Some(Duration::ZERO);
         let bounded = !look && limit.is_none_or(|l| l > RECHECK);
         let woken = set.wait(if bounded { Some(RECHECK) } else { limit }, readable);
+        if !set.orphans().is_empty() {
+            self.claim_orphans(set, readable);
+        }
         if bounded && woken == Woken::TimedOut {
             // Nothing in the set for RECHECK: look at the members' own fds, in case a core
             // changed a wait set without the layer knowing.
@@ -402,6 +424,33 @@ impl Room {
             }
         }
         true
+    }
+
+    /// Ready leaves of the flattened set that only members absent at its last sync hold: a
+    /// member back since (it armed itself) is readable; the others' leaves leave the set, which
+    /// would otherwise return at once until they come back.
+    #[cfg(not(loom))]
+    fn claim_orphans(&self, set: &mut super::flat_set::FlatSet, readable: &mut Vec<RawFd>) {
+        let mut st = self.state.lock();
+        let orphans = set.orphans().to_vec();
+        for leaf in orphans {
+            let holders: Vec<(u64, RawFd)> = set.resting_holders(leaf).collect();
+            for (serial, fd) in holders {
+                // SAFETY: a present member's parts are live (see Member).
+                let present = st
+                    .members
+                    .iter()
+                    .any(|m| unsafe { &*m.blocker }.serial() == serial);
+                if present {
+                    if !readable.contains(&fd) {
+                        readable.push(fd);
+                    }
+                } else {
+                    set.evict(fd);
+                    st.flat_held.retain(|&s| s != serial);
+                }
+            }
+        }
     }
 
     /// The fd that interrupts the leader's sleep (None if none could be made: the leader then
@@ -457,9 +506,10 @@ impl Room {
             .iter()
             .any(|m| std::ptr::addr_eq(m.blocker, blocker));
         // The leader's sleep polls this blocker's fd already (its member left since the
-        // leader armed, and is back: a waiter whose wait returned and that waits again): the
-        // joiner arms it itself instead of waking the leader to do so. Any later sleep polls
-        // it too, as it polls every member's fd.
+        // leader armed, and is back: a waiter whose wait returned and that waits again), or
+        // sleeps in a flattened set that still holds its leaves (they rest there while it is
+        // away): the joiner arms it itself instead of waking the leader to do so. Any later
+        // sleep polls it too, as it polls every member's fd.
         // Not for a blocker with a bound on its sleeps (which may have come since the leader
         // computed its own bound).
         // SAFETY: `blocker` is live for 'a, beyond this call.
@@ -469,7 +519,8 @@ impl Room {
             && new_blocker
             && serial != 0
             && b.max_sleep().is_none()
-            && st.polled.binary_search(&serial).is_ok();
+            && (st.polled.binary_search(&serial).is_ok()
+                || st.flat_held.binary_search(&serial).is_ok());
         st.members.push(Member {
             id,
             source,
@@ -677,6 +728,7 @@ impl Room {
             sleep.single = Some(seen[0].0);
         }
         st.polled.clear();
+        st.flat_held.clear();
         if seen.len() > 1 && !sleep.no_fd {
             // SAFETY: as above.
             st.polled
