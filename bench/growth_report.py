@@ -41,7 +41,7 @@ def parse(path):
             for i, k in enumerate(w):
                 if k == "lat_us":
                     d["lat"], d["lat90"], d["latmax"] = map(float, w[i + 1:i + 4])
-                elif k in ("cpu_us", "idle_cpu_us", "woke", "idle_woke", "wakes", "idle_wakes"):
+                elif k in ("cpu_us", "idle_cpu_us", "woke", "idle_woke", "wakes", "idle_wakes", "timeouts"):
                     d[k] = float(w[i + 1])
             out["wake"] = d
         elif w[0] == "read_ns":
@@ -230,6 +230,11 @@ def objects_section(md, cores, get):
                           f"RSS (from N = 16) {rfmt(ratio(z['rss_b'], rss0['rss_b']))}"]
                 rl.append(f"{via} N = {have[-1]} / N = {have[0]}: " + ", ".join(parts))
             md.append("\nRatios: " + "; ".join(rl) + ".\n")
+            timed_out = [f"{via} N = {n}: {fmt(w['timeouts'], 0)}" for (via, n), (w, _) in rows.items()
+                         if w and w.get("timeouts", 0) > 0]
+            if timed_out:
+                md.append("Waits that timed out during the run (each a wake in some window): "
+                          + ", ".join(timed_out) + ".\n")
 
 
 
@@ -272,6 +277,11 @@ def wake_sections(md, cores, get, modes, base, raw):
                 parts.append(f"others woken {fmt(a['woke'], 0)} → {fmt(z['woke'], 0)}")
                 rl.append(f"{via} N = {have[-1]} / N = {have[0]}: " + ", ".join(parts))
             md.append("\nRatios: " + "; ".join(rl) + ".\n")
+            timed_out = [f"{via} N = {n}: {fmt(w['timeouts'], 0)}" for (via, n), (w, _) in rows.items()
+                         if w and w.get("timeouts", 0) > 0]
+            if timed_out:
+                md.append("Waits that timed out during the run (each a wake in some window): "
+                          + ", ".join(timed_out) + ".\n")
             r, b = (rows.get((via, ns[-1]), (None,))[0] for via in ("rscntr", "base"))
             if base and r and b:
                 md.append(f"rscntr / base at N = {ns[-1]}: latency {rfmt(ratio(r['lat'], b['lat']))}, "
@@ -299,7 +309,7 @@ def wake_sections(md, cores, get, modes, base, raw):
               "noisy, a difference of two medians). ")
     if "waiters" in modes:
         wake_section("## 2. Waiters per domain", "waiters", [1, 4, 16, 64],
-                 "N threads, each in `fi_cntr_wait(FI_WAIT_UNSPEC, 2 s)` on its own counter bound "
+                 "N threads, each in `fi_cntr_wait(FI_WAIT_UNSPEC, 60 s)` on its own counter bound "
                  "`FI_RECV` to its own endpoint, all in ONE domain; one message to endpoint (sample mod N). " + common +
                  "Over shm the core's own waiters yield between progress calls: they never sleep (woke is 0: "
                  "a yield is no voluntary context switch) and one waiter takes a whole core, two or more both "
