@@ -230,11 +230,6 @@ def objects_section(md, cores, get):
                           f"RSS (from N = 16) {rfmt(ratio(z['rss_b'], rss0['rss_b']))}"]
                 rl.append(f"{via} N = {have[-1]} / N = {have[0]}: " + ", ".join(parts))
             md.append("\nRatios: " + "; ".join(rl) + ".\n")
-            timed_out = [f"{via} N = {n}: {fmt(w['timeouts'], 0)}" for (via, n), (w, _) in rows.items()
-                         if w and w.get("timeouts", 0) > 0]
-            if timed_out:
-                md.append("Waits that timed out during the run (each a wake in some window): "
-                          + ", ".join(timed_out) + ".\n")
 
 
 
