@@ -124,7 +124,8 @@ struct Member {
     registered: bool,
 }
 
-/// A leaf in the epoll set: how many active members hold it, under which mask.
+/// A leaf in the epoll set: how many members whose leaves are in the set (active or resting)
+/// hold it, under which mask.
 struct Registered {
     fd: RawFd,
     events: u32,

@@ -60,11 +60,12 @@ pub struct CoreFeed {
     _counted_ops: Option<Box<ofi::fi_ops_cntr>>,
     /// The core counter's ops are hooked (`_counted_ops`: tcp), so it stays at zero and a pull
     /// reads it once, for the progress the read runs, not its error count and then its value
-    /// (the core's progress twice): a tcp ping-pong on counters took 8.05 µs per transfer
-    /// instead of 9.05 (the core's own counters 7.43; `bench_pingpong_ab.sh -s 8 -r 7`).
+    /// (the core's progress twice): a tcp ping-pong on counters (`fi_rdm_cntr_pingpong`, 8 B)
+    /// took 8.85 µs per transfer instead of 9.39 (`bench_pingpong_ab.sh -r 9`, one run).
     /// Cores that count through FI_PEER leave theirs at zero too, but still read both: over shm
-    /// a pull's second progress run finds a peer's answer sooner (0.37 µs per transfer with
-    /// one, 0.32 with two), and over tcp;ofi_rxm one made no difference.
+    /// a pull's second progress run finds a peer's answer sooner (0.40 µs per transfer with
+    /// one, 0.35 with two, one run of 11 repetitions), and over tcp;ofi_rxm one made no
+    /// difference.
     one_read: bool,
     /// Over a core whose counter read drives every bound endpoint and that counts through
     /// FI_PEER: how often reads drive it (`reads.rs`).
@@ -346,10 +347,10 @@ impl Feed for CoreFeed {
     /// it; increases made meanwhile are taken in by the next sync.
     ///
     /// The error count, where it is read (see `one_read`), is read first: each read runs the
-    /// core's progress before it reads, so
-    /// what the last call's progress completes shows only in that call's value. A waiter
-    /// about to sleep must see every completion the progress took off the wire (nothing will
-    /// make the core's fd readable for it again), and completions are what it waits for.
+    /// core's progress before it reads, so what the last call's progress completes shows only
+    /// in that call's value. A waiter about to sleep must see every completion the progress
+    /// took off the wire (nothing will make the core's fd readable for it again), and
+    /// completions are what it waits for.
     fn sync(&self, tally: &dyn Tally, errors_too: bool) {
         if let CoreBlocker::Bell(b) = &self.blocker {
             // A waiter's pull: this counter's endpoints (the bell's arming drives the whole
