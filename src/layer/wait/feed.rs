@@ -56,17 +56,15 @@ pub struct CoreFeed {
     /// util counters make it their fid's context), so it lives as long as the core counter.
     _peer_context: PeerContext,
     /// The ops table the core counter points at when rscntr counts its adds itself (tcp: see
-    /// [`count_through_peer`]); lives as long as the core counter.
-    _counted_ops: Option<Box<ofi::fi_ops_cntr>>,
-    /// The core counter's ops are hooked (`_counted_ops`: tcp), so it stays at zero and a pull
-    /// reads it once, for the progress the read runs, not its error count and then its value
-    /// (the core's progress twice): a tcp ping-pong on counters (`fi_rdm_cntr_pingpong`, 8 B)
-    /// took 8.85 µs per transfer instead of 9.39 (`bench_pingpong_ab.sh -r 9`, one run).
-    /// Cores that count through FI_PEER leave theirs at zero too, but still read both: over shm
-    /// a pull's second progress run finds a peer's answer sooner (0.40 µs per transfer with
-    /// one, 0.35 with two, one run of 11 repetitions), and over tcp;ofi_rxm one made no
-    /// difference.
-    one_read: bool,
+    /// [`count_through_peer`]); lives as long as the core counter. While there is one the core
+    /// counter stays at zero, and a pull reads it once, for the progress the read runs, not its
+    /// error count and then its value (the core's progress twice): a tcp ping-pong on counters
+    /// (`fi_rdm_cntr_pingpong`, 8 B) took 8.85 µs per transfer instead of 9.39
+    /// (`bench_pingpong_ab.sh -r 9`, one run). Cores that count through FI_PEER leave theirs at
+    /// zero too, but still read both: over shm a pull's second progress run finds a peer's
+    /// answer sooner (0.40 µs per transfer with one, 0.35 with two, one run of 11 repetitions),
+    /// and over tcp;ofi_rxm one made no difference.
+    counted_ops: Option<Box<ofi::fi_ops_cntr>>,
     /// Over a core whose counter read drives every bound endpoint and that counts through
     /// FI_PEER: how often reads drive it (`reads.rs`).
     reads: Option<ReadDuty>,
@@ -230,8 +228,7 @@ fn new_feed(
         watcher_may_progress: core.watcher_may_progress,
         closing: core.closing,
         _peer_context: peer_context,
-        one_read: counted_ops.is_some(),
-        _counted_ops: counted_ops,
+        counted_ops,
         reads,
         slot_sleep,
         bound_late_to_bell: AtomicBool::new(false),
@@ -346,7 +343,7 @@ impl Feed for CoreFeed {
     /// enabled: util-based cores crash progressing such an endpoint, and nothing completes on
     /// it; increases made meanwhile are taken in by the next sync.
     ///
-    /// The error count, where it is read (see `one_read`), is read first: each read runs the
+    /// The error count, where it is read (see `counted_ops`), is read first: each read runs the
     /// core's progress before it reads, so what the last call's progress completes shows only
     /// in that call's value. A waiter about to sleep must see every completion the progress
     /// took off the wire (nothing will make the core's fd readable for it again), and
@@ -593,7 +590,7 @@ impl CoreFeed {
         // SAFETY: an open core counter; its ops table is the core's.
         let ops = unsafe { &*(*core).ops };
         if errors_too
-            && !self.one_read
+            && self.counted_ops.is_none()
             && let Some(readerr) = ops.readerr
         {
             // SAFETY: as above.
