@@ -450,16 +450,18 @@ fn wait_all(members: &[Arc<NestMember>], threshold: u64) -> Vec<thread::JoinHand
         .collect()
 }
 
-/// Waits (bounded) until `room` has `n` members; the waits have begun.
-fn until_members(room: &Room, n: usize) {
+/// Waits (10 s at most, else fails saying `what` never happened) until `done`.
+fn until(what: &str, done: impl Fn() -> bool) {
     let t0 = Instant::now();
-    while room.members() < n {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "members never joined"
-        );
+    while !done() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{what}");
         thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Waits (bounded) until `room` has `n` members; the waits have begun.
+fn until_members(room: &Room, n: usize) {
+    until("members never joined", || room.members() >= n);
     // The leader reaches its sleep.
     thread::sleep(Duration::from_millis(50));
 }
@@ -562,20 +564,19 @@ fn a_room_not_asked_to_flatten_polls_the_fds() {
     }
 }
 
-/// Member 2 of a flattened room of 3 waits for `first`, then, once told, for `second`; its
-/// thread reports the first wait's end. Members 0 and 1 wait for 2 from the start, so that one
-/// of them leads throughout.
+/// Member 2 of a flattened room of 3 waits for 1, then, once told, for 2; its first wait has
+/// ended when this returns. Members 0 and 1 wait for 2 from the start, so that one of them
+/// leads throughout.
 struct Returning {
     nest: Arc<Nest>,
     room: Arc<Room>,
     members: Vec<Arc<NestMember>>,
     others: Vec<thread::JoinHandle<bool>>,
-    returned: mpsc::Receiver<bool>,
     go: mpsc::Sender<()>,
     back: thread::JoinHandle<bool>,
 }
 
-fn returning(report: fn(&str), first: u64, second: u64) -> Returning {
+fn returning(report: fn(&str)) -> Returning {
     let (nest, room, members) = room_of(3, Some(report));
     let others = wait_all(&members[..2], 2);
     until_members(&room, 2);
@@ -588,9 +589,9 @@ fn returning(report: fn(&str), first: u64, second: u64) -> Returning {
                 .wait_with(threshold, Timeout::from_ms(10_000), &*m)
                 .is_ok()
         };
-        returned_tx.send(wait(first)).unwrap();
+        returned_tx.send(wait(1)).unwrap();
         go_rx.recv().unwrap();
-        wait(second)
+        wait(2)
     });
     until_members(&room, 3);
     signal_wire(&nest, 2);
@@ -605,7 +606,6 @@ fn returning(report: fn(&str), first: u64, second: u64) -> Returning {
         room,
         members,
         others,
-        returned,
         go,
         back,
     }
@@ -618,7 +618,6 @@ impl Returning {
             self.back.join().unwrap(),
             "member 2's second wait timed out"
         );
-        drop(self.returned);
         for member in [0, 0, 1, 1] {
             signal_wire(&self.nest, member);
         }
@@ -634,18 +633,11 @@ reports!(report_back, SEEN_BACK);
 /// set: it arms its own blocker, and the leader, not woken for it, sleeps on.
 #[test]
 fn a_member_back_in_a_flattened_room_arms_itself() {
-    let r = returning(report_back, 1, 2);
+    let r = returning(report_back);
     // A round of the leader's without member 2 (a completion short of member 0's threshold):
     // its next sleep is in a set of which member 2 is no member.
     signal(r.nest.own_signals[0]);
-    let t0 = Instant::now();
-    while r.members[0].counter.read() != 1 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "member 0 never pulled"
-        );
-        thread::sleep(Duration::from_millis(1));
-    }
+    until("member 0 never pulled", || r.members[0].counter.read() == 1);
     thread::sleep(Duration::from_millis(50));
     r.members[2].armed_by.lock().unwrap().clear();
     let me = r.back.thread().id();
@@ -668,18 +660,12 @@ reports!(report_away, SEEN_AWAY);
 /// again and again, and the member, back, is woken by what it missed.
 #[test]
 fn a_leaf_ready_while_its_member_is_away_leaves_the_set_and_wakes_it_when_back() {
-    let r = returning(report_away, 1, 2);
+    let r = returning(report_away);
     assert_eq!(r.room.flat_leaves(), Some(1 + 2 * 3), "its leaves rest");
     signal(r.nest.own_signals[2]);
-    let t0 = Instant::now();
-    while r.room.flat_leaves() != Some(1 + 2 * 2) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "its leaves never left the set: {:?}",
-            r.room.flat_leaves()
-        );
-        thread::sleep(Duration::from_millis(1));
-    }
+    until("its leaves never left the set", || {
+        r.room.flat_leaves() == Some(1 + 2 * 2)
+    });
     r.go.send(()).unwrap();
     let m2 = r.members[2].clone();
     r.finish();
