@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Cost growth (issue 18, bench/growth.c): counters per domain (open, bind, close time and memory
 # per counter, bound and unbound), waiters per domain (one completion: wake latency, CPU of the
-# window around it, how many other waiters woke; beside one kernel wake, bench/kernel_wake.c)
-# and endpoints per counter (the same, the cost of fi_cntr_read and the latency of a reader
-# spinning on it), the core's own counters (-p <core>) beside rscntr over it (-p rscntr), over
-# tcp, tcp;ofi_rxm and shm. Writes docs/growth.md and docs/growth_*.svg (only when every mode
+# window around it, how many other waiters woke; beside one kernel wake and two in turn,
+# bench/kernel_wake.c) and endpoints per counter (the same, the cost of fi_cntr_read and the
+# latency of a reader spinning on it), the core's own counters (-p <core>) beside rscntr over it
+# (-p rscntr), over tcp, tcp;ofi_rxm and shm. Writes docs/growth.md and docs/growth_*.svg (only when every mode
 # ran: else into OUT_DIR).
 #   scripts/bench_growth.sh [-s SAMPLES] [-W WINDOW_MS] [-c "CORE ..."] [-m "MODE ..."]
 #                           [-B DSO_DIR] [-o OUT_DIR]
@@ -38,7 +38,7 @@ export LD_LIBRARY_PATH=$LF_PREFIX/lib FI_PROVIDER_PATH=$PROV_DIR
 mkdir -p "$OUT" target
 gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/growth.c -L"$LF_PREFIX/lib" \
     -lfabric -lpthread -o target/growth
-gcc -O2 -g -Wall -Wextra -Werror bench/kernel_wake.c -o target/kernel_wake
+gcc -O2 -g -Wall -Wextra -Werror -pthread bench/kernel_wake.c -o target/kernel_wake
 
 isolated() {
     unshare --net --mount --fork sh -c 'ip link set lo up &&
@@ -86,10 +86,11 @@ for core in $CORES; do
             done
         done
     done
-    # The waiters mode's yardstick: one kernel wake of a thread asleep as long as the waiters
-    # (bench/kernel_wake.c, no libfabric), before each core's waiter runs. A completion for a
-    # waiter that does not lead costs two wakes in turn (the leader's, then its own).
-    has waiters && { timeout 60 target/kernel_wake -n 100 -I 40 \
+    # The waiters mode's yardstick: one kernel wake of a thread asleep as long as the waiters,
+    # and two in turn, alternating (bench/kernel_wake.c -c, no libfabric), before each core's
+    # waiters run. A completion for a waiter that does not lead costs two wakes in turn (the
+    # leader's, then its own): what the second adds is the floor of N = 64 over N = 1.
+    has waiters && { timeout 60 target/kernel_wake -n 100 -I 40 -c \
         > "$OUT/kwake-$(tr ';' _ <<<"$core").txt" 2>&1 || true; }
     for m in waiters endpoints; do
         has $m || continue

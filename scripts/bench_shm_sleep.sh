@@ -75,7 +75,7 @@ gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/bound_wake.c -L"$L
     -lfabric -lpthread -o target/bound_wake
 gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/growth.c -L"$LIB" \
     -lfabric -lpthread -o target/growth
-gcc -O2 -g -Wall -Wextra -Werror bench/kernel_wake.c -o target/kernel_wake
+gcc -O2 -g -Wall -Wextra -Werror -pthread bench/kernel_wake.c -o target/kernel_wake
 NS=$ROOT/prov_test/loopback_only.sh
 
 # Is the machine quiet? The CPU the machine spent (/proc/stat: busy and all jiffies, every CPU)
