@@ -24,10 +24,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,7 +119,8 @@ static ssize_t recv_bounded(int fd, void *buf, size_t len, int ms)
 	}
 }
 
-/* Median, p99 and max of v[0..n) (sorted in place), as the output line shows them. */
+/* One output line: the median, p99 and max latency and the median CPU of n samples (both arrays
+ * sorted in place). */
 static void print_line(const char *name, double *lat, double *cpu, int n)
 {
 	qsort(lat, (size_t) n, sizeof(double), cmp_double);

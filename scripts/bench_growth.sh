@@ -4,8 +4,8 @@
 # window around it, how many other waiters woke; beside one kernel wake and two in turn,
 # bench/kernel_wake.c) and endpoints per counter (the same, the cost of fi_cntr_read and the
 # latency of a reader spinning on it), the core's own counters (-p <core>) beside rscntr over it
-# (-p rscntr), over tcp, tcp;ofi_rxm and shm. Writes docs/growth.md and docs/growth_*.svg (only when every mode
-# ran: else into OUT_DIR).
+# (-p rscntr), over tcp, tcp;ofi_rxm and shm. Writes docs/growth.md and docs/growth_*.svg
+# (only when every mode ran: else into OUT_DIR).
 #   scripts/bench_growth.sh [-s SAMPLES] [-W WINDOW_MS] [-c "CORE ..."] [-m "MODE ..."]
 #                           [-B DSO_DIR] [-o OUT_DIR]
 #   -s  completions per wake run (default 20; each also has an idle window)
