@@ -60,11 +60,16 @@ def parse(path):
     return out
 
 
+def window_less_idle(w):
+    """A wake run's CPU per window less its idle window's: what the completion itself cost."""
+    return w["cpu_us"] - w["idle_cpu_us"]
+
+
 def second_wake_line(kw, one, many, ns):
     """What a second wake in turn adds on this machine (kernel_wake -c, the same run), beside what
     N waiters add to one over rscntr and what the issue's 1.2x would leave room for."""
     add_lat, add_cpu = kw["chain"] - kw["kwake"], kw["chain_cpu"] - kw["kwake_cpu"]
-    exc = lambda w: w["cpu_us"] - w["idle_cpu_us"]
+    exc = window_less_idle
     got_lat, got_cpu = many["lat"] - one["lat"], exc(many) - exc(one)
     return (f"Two wakes in turn (`kernel_wake -c`, alternating with the single wakes: the woken "
             f"thread wakes a second asleep in `futex(2)`, as a leader wakes a follower): median "
@@ -283,7 +288,7 @@ def wake_sections(md, cores, get, modes, base, raw):
                 if len(have) < 2:
                     continue
                 (a, ra), (z, rz) = rows[(via, have[0])], rows[(via, have[-1])]
-                exc = lambda w: w["cpu_us"] - w["idle_cpu_us"]
+                exc = window_less_idle
                 parts = [f"latency {rfmt(ratio(z['lat'], a['lat']))}",
                          f"CPU per window {rfmt(ratio(z['cpu_us'], a['cpu_us']))}",
                          f"idle CPU {rfmt(ratio(z['idle_cpu_us'], max(a['idle_cpu_us'], 1.0)))}"]
@@ -310,8 +315,8 @@ def wake_sections(md, cores, get, modes, base, raw):
                           f"p99 {fmt(kw['kwake99'])}. rscntr N = {ns[-1]} − N = {ns[0]}: "
                           f"{fmt(extra)} µs of latency, {extra / kw['kwake']:.2f} times one kernel "
                           "wake.\n")
-            if kw and "chain" in kw and "kwake_cpu" in kw and one and many:
-                md.append(second_wake_line(kw, one, many, ns))
+                if "chain" in kw and "kwake_cpu" in kw:
+                    md.append(second_wake_line(kw, one, many, ns))
 
     common = ("Per sample the waiters have slept 40 ms; the receiver then takes its CPU time "
               "(`getrusage(RUSAGE_SELF)`, all threads) and every waiter's voluntary context switches "
