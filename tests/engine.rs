@@ -1,5 +1,8 @@
 //! The counter engine on its own: every semantic fi_cntr promises, without libfabric.
 
+mod common;
+
+use common::until;
 use rscntr::engine::{
     Blocker, Counter, EventFd, Source, Store, StoreError, Timeout, Token, TryWaitError, Tuning,
     WaitError, WaitStrategy, Wake, sleep_until_readable,
@@ -702,11 +705,7 @@ fn progress_thread_drives_until_unregistered() {
         // SAFETY: `d` outlives the registration (unregistered below, before it is dropped).
         unsafe { progress::register(key, &*d as &dyn Driven as *const dyn Driven) }
             .expect("the progress thread starts");
-        let t0 = Instant::now();
-        while d.passes.load(SeqCst) < 3 && t0.elapsed() < Duration::from_secs(10) {
-            thread::sleep(Duration::from_millis(1));
-        }
-        assert!(d.passes.load(SeqCst) >= 3, "the thread made no passes");
+        until("the thread made no passes", || d.passes.load(SeqCst) >= 3);
         assert!(progress::unregister(key));
         let after = d.passes.load(SeqCst);
         thread::sleep(Duration::from_millis(30));
@@ -780,14 +779,7 @@ fn progress_thread_sleeps_on_an_idle_domains_fd() {
     unsafe { progress::register(key, &*d as &dyn Driven as *const dyn Driven) }
         .expect("the progress thread starts");
     let _registered = Registered(key);
-    let until = |what: &str, f: &dyn Fn() -> bool| {
-        let t0 = Instant::now();
-        while !f() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "{what}");
-            thread::sleep(Duration::from_millis(1));
-        }
-    };
-    until("the idle domain's fd was never slept on", &|| {
+    until("the idle domain's fd was never slept on", || {
         progress::fd_sleeps().0 > sleeps0
     });
     let before = d.passes.load(SeqCst);
@@ -799,14 +791,14 @@ fn progress_thread_sleeps_on_an_idle_domains_fd() {
     );
     // SAFETY: one byte from a live buffer to our own pipe.
     assert_eq!(unsafe { libc::write(fds[1], b"x".as_ptr().cast(), 1) }, 1);
-    until("the byte on the fd was never taken", &|| {
+    until("the byte on the fd was never taken", || {
         d.taken.load(SeqCst) == 1
     });
     assert!(
         progress::fd_sleeps().1 > wakes0,
         "the pass that took the byte did not follow a wake by the fd"
     );
-    until("the domain never went back to sleep on its fd", &|| {
+    until("the domain never went back to sleep on its fd", || {
         progress::fd_sleeps().0 > sleeps0 + 1
     });
     // Unregister wakes the sleep it would otherwise wait for.

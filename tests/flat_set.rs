@@ -2,6 +2,9 @@
 //! over tcp (a per-member set holding an inner set that holds one progress set shared by all)
 //! flattened into their leaves, and a room whose leader sleeps in it.
 
+mod common;
+
+use common::until;
 use rscntr::engine::flat_set::{FlatSet, Unflattened, Woken};
 use rscntr::engine::{Blocker, Counter, EventFd, Room, Source, Timeout, Token, WaitStrategy, Wake};
 use std::os::fd::{AsRawFd, RawFd};
@@ -448,15 +451,6 @@ fn wait_all(members: &[Arc<NestMember>], threshold: u64) -> Vec<thread::JoinHand
             })
         })
         .collect()
-}
-
-/// Waits (10 s at most, else fails saying `what` never happened) until `done`.
-fn until(what: &str, done: impl Fn() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "{what}");
-        thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// Waits (bounded) until `room` has `n` members; the waits have begun.

@@ -2,6 +2,9 @@
 //! store under the engine (polled waits, the fd watcher, visibility delay), attach, detection,
 //! and loading the real libibverbs builds (absent, Debian's 44, the built 65).
 
+mod common;
+
+use common::until;
 use parking_lot::Mutex;
 use rscntr::engine::{Counter, Timeout, TryWaitError, Tuning, WaitError, WaitStrategy, watcher};
 use rscntr::verbs::abi::*;
@@ -546,7 +549,7 @@ fn a_parked_watcher_costs_nothing() {
     assert_eq!(c.trywait(), Ok(()));
     c.add(1).unwrap();
     // The add signalled the fd; the watcher forgets the counter on its next pass and parks.
-    eventually("the signalled counter left the watcher", || {
+    until("the signalled counter left the watcher", || {
         watcher::stats().0 == 0
     });
     let (_, running, passes) = watcher::stats();
@@ -571,29 +574,20 @@ fn dropping_an_armed_counter_is_safe() {
         let _ = c.trywait();
         if i % 2 == 1 {
             // Dropped while the watcher may hold it for a pass.
-            eventually("the watcher polled the armed counter", || {
+            until("the watcher polled the armed counter", || {
                 watcher::stats().2 > passes
             });
         }
         drop(c);
         // An armed counter takes itself off the watcher when its last reference goes, which
         // may be the watcher's own, let go at the end of its pass.
-        eventually("the dropped counter left the watcher", || {
+        until("the dropped counter left the watcher", || {
             watcher::stats().0 == 0
         });
     }
-    eventually("the device counters were destroyed", || {
+    until("the device counters were destroyed", || {
         dev.live_counters() == 0
     });
-}
-
-/// Waits up to 10 s for `done`, then fails saying what never happened.
-fn eventually(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within 10 s");
-        thread::sleep(Duration::from_micros(100));
-    }
 }
 
 #[test]
