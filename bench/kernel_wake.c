@@ -180,7 +180,7 @@ int main(int argc, char **argv)
 	const char *why = NULL;
 	int n = 0, nc = 0;
 	for (int i = 0; n < samples || (chain && nc < samples); i++) {
-		int chained = chain && (i % 2 == 1 || n == samples);
+		int chained = chain && i % 2 == 1;
 		char c = 'w';
 		uint64_t t;
 		if (send(sv[0], &c, 1, 0) != 1) {
