@@ -7,6 +7,7 @@
 
 use crate::boundary::ffi::err;
 use crate::boundary::provider::{self, is_our_name};
+use crate::boundary::versions;
 use crate::cntr::hw;
 use crate::layer::{self, CoreSetting};
 use crate::{fi_dbg, fi_warn, ofi};
@@ -190,7 +191,7 @@ unsafe fn check_prov_name(prov_name: *const c_char) -> Result<(), Mismatch> {
 /// hints' attr pointers NULL or valid.
 unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
     // SAFETY: fi_dupinfo(NULL) allocates a zeroed info with all attr structs.
-    let info = unsafe { ofi::fi_dupinfo(std::ptr::null()) };
+    let info = unsafe { versions::dupinfo(std::ptr::null()) };
     // SAFETY: fi_dupinfo returns NULL or a valid info whose attr pointers are all set.
     let i = unsafe { info.as_mut()? };
     let dom_hint = hints.and_then(|h| unsafe { h.domain_attr.as_ref() });
@@ -245,10 +246,8 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
     dom.cntr_cnt = cntr_cnt;
     dom.mr_iov_limit = 1;
     dom.tclass = ofi::FI_TC_UNSPEC;
-    if provider::runtime_version() >= provider::API_2_5 {
-        // SAFETY: the running library allocated this attr.
-        unsafe { provider::write_max_cntr_values(dom, max_cntr_value) };
-    }
+    // SAFETY: the running library allocated this attr (versions::dupinfo).
+    unsafe { versions::set_max_cntr_values(dom, max_cntr_value) };
     fab.prov_name = std::ptr::null_mut(); // libfabric fills in "rscntr"
     fab.prov_version = provider::PROVIDER_VERSION;
     fab.api_version = provider::runtime_version();
@@ -259,7 +258,7 @@ unsafe fn new_info(hints: Option<&ofi::fi_info>) -> Option<*mut ofi::fi_info> {
     }
     if dom.name.is_null() || fab.name.is_null() {
         // SAFETY: `info` came from fi_dupinfo; fi_freeinfo frees whatever was set.
-        unsafe { ofi::fi_freeinfo(info) };
+        unsafe { versions::freeinfo(info) };
         return None;
     }
     Some(info)

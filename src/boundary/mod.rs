@@ -9,7 +9,9 @@
 //!   need;
 //! - [`statics`]: process-wide state given back before libfabric unloads rscntr;
 //! - [`testhook`]: fault injection for the hardening tests;
-//! - [`peer_sys`]: the bindings of `rdma/providers/fi_peer.h`.
+//! - [`peer_sys`]: the bindings of `rdma/providers/fi_peer.h`;
+//! - [`versions`]: what differs between the libfabric versions rscntr runs under (entry
+//!   points, struct fields, counting paths), decided in one place.
 
 pub mod ffi;
 pub mod log;
@@ -18,3 +20,4 @@ pub(crate) mod peer_sys;
 pub(crate) mod provider;
 pub(crate) mod statics;
 pub(crate) mod testhook;
+pub(crate) mod versions;

@@ -35,9 +35,6 @@ pub const PROVIDER_VERSION: u32 = {
     fi_version(major * 100 + minor, patch * 10)
 };
 
-/// API 2.5 added `fi_domain_attr.max_cntr_value` and `max_err_cntr_value`.
-pub const API_2_5: u32 = fi_version(2, 5);
-
 /// An ops table `fi_open_ops` hands out under `name` (rscntr's extension API, `ext.rs`).
 #[derive(Clone, Copy)]
 pub struct OpenOps {
@@ -106,37 +103,4 @@ pub unsafe fn is_our_name(name: *const c_char) -> bool {
         || unsafe { CStr::from_ptr(name) }
             .to_bytes()
             .eq_ignore_ascii_case(NAME.as_bytes())
-}
-
-// The bindings describe the 2.1 structs; the 2.5 fields are written at the offsets below only
-// when the running library is 2.5 or newer. Building against 2.5+ headers would need this
-// code to use the generated fields instead, so refuse it loudly.
-const _: () = assert!(
-    ofi::FI_MAJOR_VERSION == 2 && ofi::FI_MINOR_VERSION < 5,
-    "rscntr must be built against libfabric 2.1-2.4 headers (it runs on newer libraries)"
-);
-/// In 2.5, `max_cntr_value` and `max_err_cntr_value` follow `max_group_id`, 8-byte aligned,
-/// which is exactly where the 2.1 struct (padded to 8) ends.
-const MAX_CNTR_VALUE_OFFSET: usize = std::mem::size_of::<ofi::fi_domain_attr>();
-const _: () = assert!(
-    MAX_CNTR_VALUE_OFFSET
-        == (std::mem::offset_of!(ofi::fi_domain_attr, max_group_id) + 4).next_multiple_of(8)
-);
-
-/// Writes `max_cntr_value` and `max_err_cntr_value`.
-///
-/// # Safety
-/// `dom` was allocated by a running libfabric of API 2.5 or newer, so it has the two u64
-/// fields right after the 2.1 layout (checked at compile time above).
-pub unsafe fn write_max_cntr_values(dom: *mut ofi::fi_domain_attr, value: u64) {
-    // SAFETY: caller's contract.
-    unsafe {
-        let base = dom.cast::<u8>();
-        base.add(MAX_CNTR_VALUE_OFFSET)
-            .cast::<u64>()
-            .write_unaligned(value);
-        base.add(MAX_CNTR_VALUE_OFFSET + 8)
-            .cast::<u64>()
-            .write_unaligned(value);
-    }
 }

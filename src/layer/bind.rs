@@ -11,6 +11,7 @@ use super::trigger::{TriggerEp, WorkHome};
 use super::wait::ring::EpBell;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
+use crate::boundary::versions;
 use crate::cntr::{self, AnyCntr};
 use crate::{fi_warn, ofi};
 use parking_lot::Mutex;
@@ -652,7 +653,7 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         }
         if !b.core_info.is_null() {
             // SAFETY: rscntr's own copy (see patch_ep); the core no longer uses it.
-            unsafe { ofi::fi_freeinfo(b.core_info) };
+            unsafe { versions::freeinfo(b.core_info) };
         }
         if !b.trigger.is_null() {
             // SAFETY: nothing is queued on it and the core endpoint is gone.

@@ -406,13 +406,13 @@ fn sleep_on_bell(
 }
 
 /// Whether a CQ of `home` asking for `wait_obj` sleeps on the domain's doorbell: over shm
-/// (FI_PEER counting, the doorbell on) for UNSPEC and FD.
+/// (the doorbell on) for UNSPEC and FD.
 fn bell_for(home: &CoreHome, wait_obj: ofi::fi_wait_obj) -> Option<std::sync::Arc<BellBlocker>> {
     let asks = matches!(
         wait_obj,
         ofi::fi_wait_obj_FI_WAIT_UNSPEC | ofi::fi_wait_obj_FI_WAIT_FD
     );
-    if !(asks && home.plan == Plan::Bell && home.peer) {
+    if !(asks && home.plan == Plan::Bell) {
         return None;
     }
     home.waits().bell_blocker().ok()

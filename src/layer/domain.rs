@@ -12,6 +12,7 @@ use super::wait::{self, CoreFabric};
 use crate::boundary::ffi::{self, Children, err};
 use crate::boundary::provider;
 use crate::boundary::testhook::{self, Op};
+use crate::boundary::versions::Api;
 use crate::cntr::{self, Slots};
 use crate::{fi_warn, ofi};
 use std::ffi::{CStr, CString, c_int, c_void};
@@ -23,6 +24,8 @@ pub struct FabricShare {
     pub core: CString,
     pub ops: CoreFabric,
     pub domains: Children,
+    /// The API version the application opened the fabric with (what its structs hold).
+    pub api: Api,
 }
 
 /// The domain ops in the newest layout (2.7 appends `xpu_ctx`, called without FI_CHECK_OP).
@@ -370,7 +373,8 @@ unsafe extern "C" fn cq_open(
         if ret == 0 {
             // SAFETY: both checked above; the core wrote the CQ.
             unsafe {
-                layered.home.deferred.opened_cq(*cq_out, app_format, (*core_attr).format);
+                let api = (*layered.fabric).api;
+                layered.home.deferred.opened_cq(*cq_out, app_format, (*core_attr).format, api);
             }
         }
         ret

@@ -11,6 +11,7 @@ use super::wait::CoreFabric;
 use crate::boundary::ffi::{self, Children, err};
 use crate::boundary::params;
 use crate::boundary::testhook::{self, Op};
+use crate::boundary::versions::Api;
 use crate::{cntr, fi_warn, ofi};
 use std::ffi::{CStr, CString, c_int, c_void};
 
@@ -116,6 +117,7 @@ pub unsafe fn fabric_open(
                     trywait: (*fab.ops).trywait,
                 },
                 domains: Children::default(),
+                api: Api((*core_fabric).api_version),
             },
             _core_info: info,
         });

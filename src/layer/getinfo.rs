@@ -6,6 +6,7 @@ use super::progress;
 use super::rma_event;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
+use crate::boundary::versions;
 use crate::boundary::{params, provider};
 use crate::cntr::hw;
 use crate::{fi_dbg, fi_info, fi_warn, ofi};
@@ -137,17 +138,6 @@ unsafe fn set_str(field: *mut *mut c_char, value: Option<&CStr>) {
     }
 }
 
-/// Sets the two API 2.5 fields of a domain attr, when the running library has them.
-///
-/// # Safety
-/// `dom` is a domain attr allocated by the running libfabric.
-unsafe fn set_max_cntr_values(dom: *mut ofi::fi_domain_attr, value: u64) {
-    if provider::runtime_version() >= provider::API_2_5 {
-        // SAFETY: caller's contract; see provider::write_max_cntr_values.
-        unsafe { provider::write_max_cntr_values(dom, value) };
-    }
-}
-
 /// A copy of `info` fit for the core: the core's provider name, no counter demands (rscntr
 /// serves counters). The caller frees it with fi_freeinfo.
 ///
@@ -155,14 +145,14 @@ unsafe fn set_max_cntr_values(dom: *mut ofi::fi_domain_attr, value: u64) {
 /// `info` is NULL or a valid info (all attr pointers NULL or valid).
 pub unsafe fn to_core(info: *const ofi::fi_info, core: &CStr) -> Option<*mut ofi::fi_info> {
     // SAFETY: fi_dupinfo accepts NULL (fresh info) or a valid info.
-    let dup = unsafe { ofi::fi_dupinfo(info) };
+    let dup = unsafe { versions::dupinfo(info) };
     // SAFETY: fi_dupinfo returns NULL or an info with all attrs allocated.
     let i = unsafe { dup.as_mut()? };
     // SAFETY: the attrs of a fresh dup are valid.
     unsafe {
         set_str(&mut (*i.fabric_attr).prov_name, Some(core));
         (*i.domain_attr).cntr_cnt = 0;
-        set_max_cntr_values(i.domain_attr, 0);
+        versions::set_max_cntr_values(i.domain_attr, 0);
         if rma_event::emulated(&core.to_string_lossy()) {
             // rscntr's own remote-access counters: the core is asked for none.
             i.caps &= !RMA_EVENT;
@@ -187,12 +177,30 @@ pub unsafe fn to_core(info: *const ofi::fi_info, core: &CStr) -> Option<*mut ofi
     Some(dup)
 }
 
-/// Keeps only the infos of exactly `core`: a lone core name also brings the utility providers
-/// that layer over it ("tcp" answers with "tcp;ofi_rxm" infos too). Returns the new head.
+/// Keeps only the infos of exactly `core` (a lone core name also brings the utility providers
+/// that layer over it: "tcp" answers with "tcp;ofi_rxm" infos too) and of the fabric and
+/// domain the hints name, if they name one (libfabric 1.17's cores answer for any name; the
+/// newer libraries leave out infos of other names). Returns the new head.
 ///
 /// # Safety
-/// `list` is NULL or a list returned by fi_getinfo.
-unsafe fn keep_only(list: *mut ofi::fi_info, core: &str) -> *mut ofi::fi_info {
+/// `list` is NULL or a list returned by fi_getinfo; `hints` a valid info.
+unsafe fn keep_only(
+    list: *mut ofi::fi_info,
+    core: &str,
+    hints: &ofi::fi_info,
+) -> *mut ofi::fi_info {
+    // SAFETY: the hints' attrs are NULL or valid, their names NULL or C strings.
+    let (fabric, domain) = unsafe {
+        (
+            hints.fabric_attr.as_ref().and_then(|f| c_str(f.name)),
+            hints.domain_attr.as_ref().and_then(|d| c_str(d.name)),
+        )
+    };
+    // SAFETY: an info of the list: attrs valid, names NULL or C strings.
+    let named = |i: &ofi::fi_info| unsafe {
+        fabric.is_none_or(|f| c_str((*i.fabric_attr).name) == Some(f))
+            && domain.is_none_or(|d| c_str((*i.domain_attr).name) == Some(d))
+    };
     let mut head: *mut ofi::fi_info = std::ptr::null_mut();
     let mut tail: *mut ofi::fi_info = std::ptr::null_mut();
     let mut cur = list;
@@ -202,7 +210,7 @@ unsafe fn keep_only(list: *mut ofi::fi_info, core: &str) -> *mut ofi::fi_info {
             let next = (*cur).next;
             (*cur).next = std::ptr::null_mut();
             let name = c_str((*(*cur).fabric_attr).prov_name).unwrap_or("");
-            if name.eq_ignore_ascii_case(core) {
+            if name.eq_ignore_ascii_case(core) && named(&*cur) {
                 if tail.is_null() {
                     head = cur
                 } else {
@@ -210,7 +218,7 @@ unsafe fn keep_only(list: *mut ofi::fi_info, core: &str) -> *mut ofi::fi_info {
                 }
                 tail = cur;
             } else {
-                ofi::fi_freeinfo(cur);
+                versions::freeinfo(cur);
             }
             cur = next;
         }
@@ -237,7 +245,7 @@ unsafe fn mirror(mut cur: *mut ofi::fi_info, core: &str, own: u64) {
             set_str(&mut fab.prov_name, None); // libfabric fills in "rscntr"
             let (cntr_cnt, max_cntr_value) = hw::advertised_limits();
             (*i.domain_attr).cntr_cnt = cntr_cnt;
-            set_max_cntr_values(i.domain_attr, max_cntr_value);
+            versions::set_max_cntr_values(i.domain_attr, max_cntr_value);
         }
         cur = i.next;
     }
@@ -303,7 +311,7 @@ pub unsafe fn getinfo_over(
     };
     if let Some(e) = testhook::fail(Op::Getinfo) {
         // SAFETY: allocated by to_core.
-        unsafe { ofi::fi_freeinfo(core_hints) };
+        unsafe { versions::freeinfo(core_hints) };
         return Err(e);
     }
     let ask = |h: *mut ofi::fi_info| {
@@ -352,7 +360,7 @@ pub unsafe fn getinfo_over(
         }
     });
     // SAFETY: allocated by to_core.
-    unsafe { ofi::fi_freeinfo(core_hints) };
+    unsafe { versions::freeinfo(core_hints) };
     match result {
         Ok(list) => {
             fi_info!(Core, "serving over core {core}");
@@ -381,7 +389,7 @@ pub unsafe fn core_getinfo(
     let mut list: *mut ofi::fi_info = std::ptr::null_mut();
     // SAFETY: caller's contract; the out pointer lives across the call.
     let ret = unsafe {
-        ofi::fi_getinfo(
+        versions::getinfo(
             version,
             node,
             service,
@@ -393,8 +401,8 @@ pub unsafe fn core_getinfo(
     if ret != 0 {
         return Err(ret);
     }
-    // SAFETY: the list fi_getinfo returned.
-    let list = unsafe { keep_only(list, core) };
+    // SAFETY: the list fi_getinfo returned; the caller's valid hints.
+    let list = unsafe { keep_only(list, core, &*hints) };
     if list.is_null() {
         Err(err::ENODATA)
     } else {
@@ -509,7 +517,7 @@ unsafe fn auto_copies(mut cur: *mut ofi::fi_info, manual: ofi::fi_progress) -> *
     unsafe {
         while let Some(i) = cur.as_ref() {
             if progress::data_progress(&*i.domain_attr) == manual {
-                let copy = ofi::fi_dupinfo(i);
+                let copy = versions::dupinfo(i);
                 if !copy.is_null() {
                     progress::set_data_progress(&mut *(*copy).domain_attr, AUTO);
                     (*copy).next = std::ptr::null_mut();
@@ -536,7 +544,7 @@ pub unsafe fn core_fabric_info(
     core: &str,
 ) -> Result<*mut ofi::fi_info, c_int> {
     // SAFETY: fi_dupinfo(NULL) gives a fresh info with all attrs.
-    let hints = unsafe { ofi::fi_dupinfo(std::ptr::null()) };
+    let hints = unsafe { versions::dupinfo(std::ptr::null()) };
     if hints.is_null() {
         return Err(err::ENOMEM);
     }
@@ -555,7 +563,7 @@ pub unsafe fn core_fabric_info(
         (*hints).mode = !0;
         (*(*hints).domain_attr).mode = !0;
         (*(*hints).domain_attr).mr_mode = !3; // everything but the deprecated basic/scalable
-        let ret = ofi::fi_getinfo(
+        let ret = versions::getinfo(
             version,
             std::ptr::null(),
             std::ptr::null(),
@@ -563,10 +571,10 @@ pub unsafe fn core_fabric_info(
             hints,
             &mut list,
         );
-        ofi::fi_freeinfo(hints);
         if ret == 0 {
-            list = keep_only(list, core)
+            list = keep_only(list, core, &*hints)
         }
+        versions::freeinfo(hints);
         ret
     };
     if ret != 0 || list.is_null() {
@@ -619,7 +627,7 @@ unsafe fn core_answers(core: &str, hints: *mut ofi::fi_info, version: u32) -> bo
     match unsafe { core_getinfo(core, version, null, null, 0, hints) } {
         Ok(list) => {
             // SAFETY: the list the core returned.
-            unsafe { ofi::fi_freeinfo(list) };
+            unsafe { versions::freeinfo(list) };
             true
         }
         Err(_) => false,

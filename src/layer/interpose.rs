@@ -10,6 +10,7 @@
 
 use super::getinfo::to_core;
 use crate::boundary::ffi::err;
+use crate::boundary::versions;
 use crate::ofi;
 use std::ffi::{CStr, c_int};
 
@@ -41,7 +42,7 @@ impl Drop for CoreInfo {
         if !self.0.is_null() {
             // SAFETY: allocated by libfabric (to_core, fi_getinfo), and the object opened with
             // it (if any) is closed.
-            unsafe { ofi::fi_freeinfo(self.0) };
+            unsafe { versions::freeinfo(self.0) };
         }
     }
 }

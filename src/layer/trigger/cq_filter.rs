@@ -65,6 +65,15 @@ pub(super) struct Stash {
     err_data: Vec<u8>,
 }
 
+/// The entry sizes of a CQ: the application's, the core CQ's, and of the application's error
+/// entries (which depend on the API version it asked for).
+#[derive(Clone, Copy)]
+pub(super) struct Formats {
+    pub entry: usize,
+    pub core_entry: usize,
+    pub err_entry: usize,
+}
+
 /// A CQ of a trigger-able endpoint, read through rscntr (see the module doc).
 #[repr(C)]
 pub struct CqFilter {
@@ -75,6 +84,8 @@ pub struct CqFilter {
     /// opened it with remote CQ data the application's format has no room for).
     pub(super) entry: usize,
     pub(super) core_entry: usize,
+    /// The size of the application's error entries (`fi_cq_err_entry` grew in 1.20).
+    pub(super) err_entry: usize,
     /// The domain's notifications, when its remote accesses are counted (`rma_event/`).
     pub(super) notes: Option<Notes>,
     /// The domain's outstanding deferred operations, and its lock against driving an endpoint
@@ -608,10 +619,9 @@ impl CqFilter {
     /// # Safety
     /// `out` is NULL or an err entry the application owns.
     pub(super) unsafe fn readerr(&self, out: *mut ofi::fi_cq_err_entry) -> isize {
-        // SAFETY: caller's contract.
-        let Some(out) = (unsafe { out.as_mut() }) else {
+        if out.is_null() {
             return err::EINVAL as isize;
-        };
+        }
         let mut st = self.stash();
         if st.errs.is_empty() {
             // SAFETY: the CQ is open.
@@ -620,22 +630,37 @@ impl CqFilter {
         let Some((e, data)) = st.errs.pop_front() else {
             return err::EAGAIN as isize;
         };
-        let (buf, size) = (out.err_data, out.err_data_size);
-        *out = e;
-        if size > 0 && !buf.is_null() {
+        // Only through raw pointers, and only what the application's version of the struct
+        // has: an application of API 1.19 or older owns 80 bytes, not the bindings' 88.
+        // SAFETY: caller's contract; err_data and err_data_size lie in every version's part.
+        let (buf, size) = unsafe { ((*out).err_data, (*out).err_data_size) };
+        // SAFETY: `out` has `err_entry` bytes (at most the bindings' size), `e` all of them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&raw const e).cast::<u8>(),
+                out.cast::<u8>(),
+                self.err_entry
+                    .min(std::mem::size_of::<ofi::fi_cq_err_entry>()),
+            )
+        };
+        let (err_data, err_data_size) = if size > 0 && !buf.is_null() {
             let n = size.min(data.len());
             // SAFETY: the application's buffer of `size` bytes.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), n) };
-            out.err_data = buf;
-            out.err_data_size = n;
+            (buf, n)
         } else {
             st.err_data = data;
-            out.err_data = if st.err_data.is_empty() {
+            let p = if st.err_data.is_empty() {
                 std::ptr::null_mut()
             } else {
                 st.err_data.as_mut_ptr().cast()
             };
-            out.err_data_size = st.err_data.len();
+            (p, st.err_data.len())
+        };
+        // SAFETY: as above.
+        unsafe {
+            (*out).err_data = err_data;
+            (*out).err_data_size = err_data_size;
         }
         1
     }

@@ -1,7 +1,7 @@
 //! The C ops of a filtered CQ (`cq_filter.rs`): its reads, blocking reads and close, and
 //! [`install`], which gives a CQ the filter's table.
 
-use super::cq_filter::{CqFilter, FI_ADDR_NOTAVAIL, Notes, Stash};
+use super::cq_filter::{CqFilter, FI_ADDR_NOTAVAIL, Formats, Notes, Stash};
 use super::outstanding::Outstanding;
 use crate::boundary::ffi::err;
 use crate::engine::watcher;
@@ -18,8 +18,7 @@ use std::time::Duration;
 /// lock against closing endpoints is `closing`; both outlive the filter.
 pub(super) unsafe fn install(
     cq: *mut ofi::fid_cq,
-    entry: usize,
-    core_entry: usize,
+    formats: Formats,
     notes: Option<Notes>,
     outstanding: &Outstanding,
     closing: &parking_lot::RwLock<()>,
@@ -32,8 +31,9 @@ pub(super) unsafe fn install(
         ops: inner,
         inner: current,
         cq,
-        entry,
-        core_entry,
+        entry: formats.entry,
+        core_entry: formats.core_entry,
+        err_entry: formats.err_entry,
         notes,
         outstanding,
         closing,

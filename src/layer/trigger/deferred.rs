@@ -21,11 +21,12 @@
 //! CQs of other endpoints, and all CQs while nothing deferred is outstanding, pay one atomic
 //! load per read.
 
-use super::cq_filter::{CqFilter, Notes, Notifications};
+use super::cq_filter::{CqFilter, Formats, Notes, Notifications};
 use super::cq_ops;
 use super::op::{CoreOps, Op};
 use super::outstanding::{Outstanding, Record, forgive_counts, owe_counts};
 use crate::boundary::ffi::err;
+use crate::boundary::versions::Api;
 use crate::cntr::AnyCntr;
 use crate::engine::watcher;
 use crate::{fi_warn, ofi};
@@ -55,7 +56,7 @@ pub struct Deferred {
     outstanding: Outstanding,
     /// Entry sizes of the domain's CQs, by CQ (recorded at fi_cq_open): the application's
     /// and the core's (larger when rscntr opened the core CQ in a format with remote CQ data).
-    formats: Mutex<HashMap<usize, (usize, usize)>>,
+    formats: Mutex<HashMap<usize, Formats>>,
     filters: Mutex<Vec<*mut CqFilter>>,
     /// Set when the domain's remote accesses are counted by rscntr: every CQ bound to one of
     /// its endpoints is read through a filter, which takes them out.
@@ -86,10 +87,19 @@ pub fn entry_size(format: ofi::fi_cq_format) -> usize {
 
 impl Deferred {
     /// Notes a CQ's format when it opens: the application's, and the one the core CQ has.
-    pub fn opened_cq(&self, cq: *mut ofi::fid_cq, app: ofi::fi_cq_format, core: ofi::fi_cq_format) {
-        self.formats
-            .lock()
-            .insert(cq as usize, (entry_size(app), entry_size(core)));
+    pub fn opened_cq(
+        &self,
+        cq: *mut ofi::fid_cq,
+        app: ofi::fi_cq_format,
+        core: ofi::fi_cq_format,
+        api: Api,
+    ) {
+        let formats = Formats {
+            entry: entry_size(app),
+            core_entry: entry_size(core),
+            err_entry: api.cq_err_entry_size(),
+        };
+        self.formats.lock().insert(cq as usize, formats);
     }
 
     /// Every filter of this domain from now on also takes out `notes`' entries.
@@ -122,7 +132,7 @@ impl Deferred {
     /// # Safety
     /// `cq` is an open CQ of this domain.
     pub unsafe fn filter(&self, cq: *mut ofi::fid_cq) -> Option<*mut CqFilter> {
-        let (entry, core_entry) = *self.formats.lock().get(&(cq as usize))?;
+        let formats = *self.formats.lock().get(&(cq as usize))?;
         let mut filters = self.filters.lock();
         // SAFETY: an open CQ.
         let current = unsafe { (*cq).ops };
@@ -137,8 +147,7 @@ impl Deferred {
         let f = unsafe {
             cq_ops::install(
                 cq,
-                entry,
-                core_entry,
+                formats,
                 self.notes.get().copied(),
                 &self.outstanding,
                 &self.closing,

@@ -17,6 +17,7 @@
 use super::bell::BellBlocker;
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook;
+use crate::boundary::versions::{self, Api};
 use crate::engine::{Blocker, EventFd, Room, Token, epoll_ctl, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
@@ -53,7 +54,7 @@ pub fn plan_for(core: &str) -> Plan {
         ("tcp", _) => Plan::ProgressFd,
         (_, Some("ofi_rxm")) => Plan::FdSet {
             fds_at_enable: true,
-            cap: None,
+            cap: versions::unannounced_progress(core, Api::running()),
         },
         (_, Some("ofi_rxd")) => Plan::FdSet {
             fds_at_enable: false,
@@ -65,12 +66,28 @@ pub fn plan_for(core: &str) -> Plan {
     }
 }
 
-/// Whether the core counts through a peer counter's `inc` when asked to (FI_PEER). rxd binds
-/// counters with util's generic bind, whose increments go through the counter's own `add`,
-/// which util's peer counters do not implement: every count would be lost, so rxd gets a
-/// counter of its own that rscntr reads (and that signals the wait set on every count).
+/// Whether the core counts through a peer counter's `inc` when asked to (FI_PEER), under the
+/// running libfabric (`boundary::versions::counting` decides; this says it in the log). Where
+/// it does not, the core gets a counter of its own that rscntr reads (and that signals the
+/// wait set on every count).
 pub fn peer_counters_work(core: &str) -> bool {
-    !core.ends_with(";ofi_rxd")
+    let api = Api::running();
+    match versions::counting(core, api) {
+        Ok(()) => {
+            fi_info!(
+                Domain,
+                "counters over {core} (libfabric {api}): the core counts into rscntr's through FI_PEER"
+            );
+            true
+        }
+        Err(why) => {
+            fi_info!(
+                Domain,
+                "counters over {core} (libfabric {api}): rscntr takes in a core counter's counts ({why})"
+            );
+            false
+        }
+    }
 }
 
 /// A core domain's own `cq_open`.
@@ -487,6 +504,10 @@ pub struct CntrWaitBlocker {
     errored: AtomicBool,
 }
 
+/// The longest nap of a wait with a timeout on a sockets counter under libfabric before 1.22,
+/// whose own timed wait returns at once (`Api::timed_cond_waits_sleep`).
+const TIMED_WAIT_NAP: Duration = Duration::from_millis(1);
+
 /// The longest sleep of a wait on a sockets counter that has had an error (see
 /// [`CntrWaitBlocker`]).
 pub const AFTER_ERROR: Duration = Duration::from_millis(1);
@@ -548,6 +569,21 @@ impl Blocker for CntrWaitBlocker {
             return;
         };
         let Some(wait) = ops.wait else { return };
+        if let Some(left) = left.filter(|_| !Api::running().timed_cond_waits_sleep()) {
+            // The core's wait with a timeout would return at once: nap instead, and let the
+            // pull after it take in what the core counted meanwhile. A wait without a limit
+            // still sleeps in the core's (below), woken by its progress thread.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                fi_info!(
+                    Cntr,
+                    "libfabric {}: the core's timed counter waits return at once (before 1.22); waits with a timeout nap {TIMED_WAIT_NAP:?} between pulls",
+                    Api::running()
+                )
+            });
+            std::thread::sleep(left.min(TIMED_WAIT_NAP));
+            return;
+        }
         // Milliseconds, rounded up; -1: no limit.
         let ms = left.map_or(-1, |l| {
             l.as_micros().div_ceil(1000).min(i32::MAX as u128) as c_int

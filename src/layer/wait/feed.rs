@@ -144,10 +144,11 @@ fn open_core_cntr(core: &CoreWaits<'_>, request: &FeedRequest) -> Result<Box<Cor
                 .map(|b| CoreBlocker::Fd(Arc::new(b)))
         }
         Plan::CoreWait => Ok(CoreBlocker::Cntr(CntrWaitBlocker::default())),
-        // The doorbell serves counters that the core counts into through FI_PEER (shm):
-        // a waiter's pull then only drives progress.
-        Plan::Bell if core.peer => core.bell_blocker().map(CoreBlocker::Bell),
-        Plan::Bell | Plan::Yield => Ok(CoreBlocker::Yield),
+        // The doorbell serves shm's counters whether the core counts into them through FI_PEER
+        // (from libfabric 1.19) or into a core counter of its own (before): a rung waiter's
+        // pull drives progress and takes in what the core counter holds either way.
+        Plan::Bell => core.bell_blocker().map(CoreBlocker::Bell),
+        Plan::Yield => Ok(CoreBlocker::Yield),
     };
     let mut blocker = made.unwrap_or_else(|e| {
         fi_info!(
