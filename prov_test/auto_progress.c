@@ -52,7 +52,7 @@ static int getinfo(enum fi_progress progress, uint64_t caps, struct fi_info **in
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->data_progress = progress;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	int ret = fi_getinfo(FI_VERSION(2, 0), NULL, NULL, 0, hints, info);
+	int ret = fi_getinfo(pt_api_at_most(FI_VERSION(2, 0)), NULL, NULL, 0, hints, info);
 	fi_freeinfo(hints);
 	/* the provider itself: a core's name also brings the layerings over it */
 	while (!ret && *info && strcmp((*info)->fabric_attr->prov_name, prov)) {

@@ -46,7 +46,7 @@ static struct fi_info *rdm_info(const char *prov)
 	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	hints->fabric_attr->prov_name = strdup(prov);
-	int ret = fi_getinfo(FI_VERSION(1, 18), "127.0.0.1", NULL, FI_SOURCE, hints, &info);
+	int ret = fi_getinfo(pt_api_at_most(FI_VERSION(1, 18)), "127.0.0.1", NULL, FI_SOURCE, hints, &info);
 	fi_freeinfo(hints);
 	return ret ? NULL : info;
 }

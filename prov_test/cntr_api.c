@@ -46,7 +46,7 @@ static enum fi_rscntr_backend backend_from_env(const char *var, enum fi_rscntr_b
 static enum fi_rscntr_backend expected_backend(enum fi_cntr_events events)
 {
 	enum fi_rscntr_backend comp = backend_from_env("RSCNTR_EXPECT_BACKEND", FI_RSCNTR_BACKEND_SOFTWARE);
-	return events == FI_CNTR_EVENTS_BYTES ? backend_from_env("RSCNTR_EXPECT_BYTES_BACKEND", comp) : comp;
+	return events == PT_CNTR_EVENTS_BYTES ? backend_from_env("RSCNTR_EXPECT_BYTES_BACKEND", comp) : comp;
 }
 
 static const enum fi_wait_obj waitable[] = { FI_WAIT_UNSPEC, FI_WAIT_YIELD, FI_WAIT_FD };
@@ -101,7 +101,7 @@ static void test_getinfo(void)
 	struct fi_info *hints = fi_allocinfo(), *res = NULL;
 
 	hints->fabric_attr->prov_name = strdup("rscntr");
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info), 0);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &info), 0);
 	CHECK(info && info->domain_attr->cntr_cnt >= 100, "cntr_cnt %zu",
 	      info ? info->domain_attr->cntr_cnt : 0);
 	CHECK(info && !strcmp(info->fabric_attr->prov_name, "rscntr"), "prov_name %s",
@@ -118,17 +118,17 @@ static void test_getinfo(void)
 	free(hints->fabric_attr->prov_name);
 	hints->fabric_attr->prov_name = strdup("rscntr;^ofi_rxm");
 	hints->ep_attr->type = FI_EP_MSG;
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
 	free(hints->fabric_attr->prov_name);
 	hints->fabric_attr->prov_name = strdup("rscntr");
 	hints->ep_attr->type = FI_EP_UNSPEC;
 	/* contradictory: rscntr by provider name, another fabric by fabric name */
 	hints->fabric_attr->name = strdup("not-a-fabric");
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
 	free(hints->fabric_attr->name);
 	hints->fabric_attr->name = NULL;
 	/* no hints at all still finds rscntr among the providers */
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, NULL, &res), 0);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, NULL, &res), 0);
 	fi_freeinfo(res);
 	res = NULL;
 
@@ -139,7 +139,7 @@ static void test_getinfo(void)
 	/* counters only (FI_RSCNTR_CORE=none): one RDM info, threading echoed, nothing else */
 	CHECK(info && info->ep_attr->type == FI_EP_RDM, "ep type %d", info ? (int) info->ep_attr->type : -1);
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &res), 0);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &res), 0);
 	CHECK(res && res->domain_attr->threading == FI_THREAD_DOMAIN, "threading not echoed");
 	fi_freeinfo(res);
 	res = NULL;
@@ -147,14 +147,14 @@ static void test_getinfo(void)
 
 	/* what rscntr does not serve: MSG/DGRAM endpoints (the rxm/rxd probes), caps, nodes */
 	hints->ep_attr->type = FI_EP_MSG;
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
 	hints->ep_attr->type = FI_EP_DGRAM;
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_TAGGED;
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &res), -FI_ENODATA);
 	hints->caps = 0;
-	CHECK_RET(fi_getinfo(fi_version(), "g00n13s", "9228", 0, hints, &res), -FI_ENODATA);
+	CHECK_RET(fi_getinfo(pt_api(), "g00n13s", "9228", 0, hints, &res), -FI_ENODATA);
 	fi_freeinfo(hints);
 }
 
@@ -162,7 +162,7 @@ static void test_ops_each_wait_obj(void)
 {
 	const enum fi_wait_obj all[] = { FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_YIELD, FI_WAIT_FD };
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-		for (int ev = FI_CNTR_EVENTS_COMP; ev <= FI_CNTR_EVENTS_BYTES; ev++) {
+		for (int ev = FI_CNTR_EVENTS_COMP; ev <= (int) PT_CNTR_EVENTS_BYTES; ev++) {
 			struct fid_cntr *c = open_cntr(all[i], (enum fi_cntr_events) ev);
 			if (!c)
 				continue;

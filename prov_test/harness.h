@@ -10,6 +10,7 @@
 #include <time.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
+#include <stdint.h>
 
 static int h_passed, h_failed;
 
@@ -32,6 +33,59 @@ static int h_passed, h_failed;
 		CHECK(_r == (long) (expected), "%s returned %ld (%s), expected %ld",      \
 		      #call, _r, fi_strerror((int) -_r), (long) (expected));              \
 	} while (0)
+
+/* The API version these programs ask fi_getinfo for. Built against 2.x headers: the running
+ * library's, as MPICH does. Built against older headers (PROV_TEST_ABI=1.17, the binaries that
+ * run on every libfabric from 1.17 on): at most the headers', as an application built on
+ * Debian 12 asks, since its structs are that version's. `at_most` caps it further (0: no cap). */
+static inline uint32_t pt_api_at_most(uint32_t at_most)
+{
+	uint32_t v = fi_version();
+#if FI_MAJOR_VERSION < 2
+	if (v > FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION))
+		v = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+#endif
+	return at_most && v > at_most ? at_most : v;
+}
+
+static inline uint32_t pt_api(void)
+{
+	return pt_api_at_most(0);
+}
+
+/* FI_CNTR_EVENTS_BYTES (an enumerator, so not #ifdef-able) came with the 2.0 headers; built
+ * against older ones the programs name its value, which rscntr takes on every version. */
+#if FI_MAJOR_VERSION >= 2
+#define PT_CNTR_EVENTS_BYTES FI_CNTR_EVENTS_BYTES
+#else
+#define PT_CNTR_EVENTS_BYTES ((enum fi_cntr_events) 1)
+#endif
+
+/* Closes an endpoint the test never enabled. libfabric 1.17's rxm crashes closing one (in
+ * its close, rxm alone as under rscntr; 1.22's does not): there it is enabled first, with an AV
+ * and a CQ of its own, as rxm needs. Needs <rdma/fi_domain.h>, <rdma/fi_endpoint.h>,
+ * <rdma/fi_eq.h>. Returns fi_close's result. */
+#define close_unenabled_ep(ep, domain)                                                     \
+	({                                                                                \
+		const char *_core = getenv("FI_RSCNTR_CORE");                             \
+		struct fid_av *_av = NULL;                                                \
+		struct fid_cq *_cq = NULL;                                                \
+		if (_core && strstr(_core, "ofi_rxm") && fi_version() < FI_VERSION(1, 22)) { \
+			struct fi_av_attr _aa = { .type = FI_AV_TABLE, .count = 4 };      \
+			struct fi_cq_attr _ca = { .format = FI_CQ_FORMAT_CONTEXT, .size = 16 }; \
+			if (!fi_av_open(domain, &_aa, &_av, NULL) &&                      \
+			    !fi_cq_open(domain, &_ca, &_cq, NULL) &&                      \
+			    !fi_ep_bind(ep, &_av->fid, 0) &&                              \
+			    !fi_ep_bind(ep, &_cq->fid, FI_TRANSMIT | FI_RECV))            \
+				(void) fi_enable(ep);                                     \
+		}                                                                         \
+		int _r = fi_close(&(ep)->fid);                                            \
+		if (_cq)                                                                  \
+			fi_close(&_cq->fid);                                              \
+		if (_av)                                                                  \
+			fi_close(&_av->fid);                                              \
+		_r;                                                                       \
+	})
 
 /* Milliseconds on `clock` (CLOCK_MONOTONIC, or a thread's CPU clock). */
 static inline double clock_ms(clockid_t clock)
@@ -78,7 +132,7 @@ static inline struct fi_info *rdm_thread_safe_info(const char *name, const char 
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->threading = FI_THREAD_SAFE;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info);
+	int ret = fi_getinfo(pt_api(), NULL, NULL, 0, hints, &info);
 	fi_freeinfo(hints);
 	if (ret == -FI_ENODATA) {
 		printf("%s: core %s has no thread-safe RDM endpoints; nothing to test\n", name, *core);

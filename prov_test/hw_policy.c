@@ -67,7 +67,7 @@ int main(void)
 	struct fid_fabric *fabric = NULL;
 
 	hints->fabric_attr->prov_name = strdup("rscntr");
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info), 0);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &info), 0);
 	fi_freeinfo(hints);
 	if (!info)
 		return finish("hw_policy");
@@ -92,7 +92,7 @@ int main(void)
 		return finish("hw_policy");
 
 	check_open(FI_CNTR_EVENTS_COMP, "RSCNTR_EXPECT_COMP");
-	check_open(FI_CNTR_EVENTS_BYTES, "RSCNTR_EXPECT_BYTES");
+	check_open(PT_CNTR_EVENTS_BYTES, "RSCNTR_EXPECT_BYTES");
 
 	/* Per-counter fallback (auto) or failure (on) once the device's counters are used up. */
 	long limit = expect("RSCNTR_HW_LIMIT", -1);

@@ -62,12 +62,16 @@ static void provided_waits_in_filtered_domain(struct fi_info *base)
 	static const enum fi_wait_obj waits[] = { FI_WAIT_YIELD, FI_WAIT_FD, FI_WAIT_UNSPEC };
 	struct fi_info *hints = fi_dupinfo(base), *info = NULL;
 	hints->caps |= FI_TRIGGER;
+#if FI_MAJOR_VERSION >= 2
 	hints->domain_attr->progress = FI_PROGRESS_AUTO;
+#else
+	hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
+#endif
 	free(hints->fabric_attr->name);
 	hints->fabric_attr->name = NULL;
 	free(hints->domain_attr->name);
 	hints->domain_attr->name = NULL;
-	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info);
+	int ret = fi_getinfo(pt_api(), NULL, NULL, 0, hints, &info);
 	fi_freeinfo(hints);
 	CHECK_RET(ret, 0);
 	if (ret)
@@ -154,16 +158,21 @@ int main(void)
 	hints->caps = FI_MSG;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info);
+	int ret = fi_getinfo(pt_api(), NULL, NULL, 0, hints, &info);
 	if (ret == -FI_ENODATA) {
-		/* a datagram-only core (udp) has no RDM endpoint to test: say so, but only if it
-		 * really answers for DGRAM */
-		struct fi_info *dgram = NULL;
+		/* a datagram-only core (udp) or a connection-only one (libfabric 1.17's tcp) has no
+		 * RDM endpoint to test: say so, but only if it really answers for DGRAM or MSG */
+		struct fi_info *other = NULL;
 		hints->ep_attr->type = FI_EP_DGRAM;
 		hints->domain_attr->mr_mode = 0;
-		CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &dgram), 0);
-		printf("layered: the core has no RDM endpoints (only DGRAM); nothing to count over\n");
-		fi_freeinfo(dgram);
+		int dgram = fi_getinfo(pt_api(), NULL, NULL, 0, hints, &other) == 0;
+		if (!dgram) {
+			hints->ep_attr->type = FI_EP_MSG;
+			CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &other), 0);
+		}
+		printf("layered: the core has no RDM endpoints (only %s); nothing to count over\n",
+		       dgram ? "DGRAM" : "MSG");
+		fi_freeinfo(other);
 		fi_freeinfo(hints);
 		return finish("layered");
 	}
@@ -183,7 +192,7 @@ int main(void)
 	CHECK_RET(fi_cq_open(domain, &cq_attr, &cq, NULL), 0);
 	txc = open_cntr(FI_CNTR_EVENTS_COMP);
 	rxc = open_cntr(FI_CNTR_EVENTS_COMP);
-	struct fid_cntr *bytes = open_cntr(FI_CNTR_EVENTS_BYTES);
+	struct fid_cntr *bytes = open_cntr(PT_CNTR_EVENTS_BYTES);
 	CHECK_RET(fi_endpoint(domain, info, &ep, NULL), 0);
 	if (!ep || !txc || !rxc || !bytes)
 		return finish("layered");

@@ -48,7 +48,7 @@ static struct fi_info *msg_info(const char *prov, const char *node, uint64_t fla
 		memcpy(hints->dest_addr, dest, destlen);
 		hints->dest_addrlen = destlen;
 	}
-	*ret = fi_getinfo(FI_VERSION(1, 18), node, NULL, flags, hints, &info);
+	*ret = fi_getinfo(pt_api_at_most(FI_VERSION(1, 18)), node, NULL, flags, hints, &info);
 	fi_freeinfo(hints);
 	return *ret ? NULL : info;
 }
@@ -305,13 +305,23 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		show_child("the run over the core directly (not held against rscntr)", out);
 
+	/* rscntr must pass where the core passes, and on libfabric 2.x always (its cores pass).
+	 * libfabric 1.17's tcp fails this exchange itself (its listener's EQ reports no
+	 * FI_CONNREQ): there rscntr's run is shown, not held. */
+	int held = rc == 0 || fi_version() >= FI_VERSION(2, 0);
 	const char *layered[] = { "PEP_LIFETIME_PROV=rscntr", NULL };
 	rc = run_self("--run", layered, out, sizeof(out), 120);
-	printf("pep_lifetime: rscntr over %s: exit %d\n", core, rc);
-	CHECK(rc == 0, "rscntr over %s: the run exited %d%s", core, rc,
-	      rc > 128 ? " (killed by a signal: the listener crashed?)" : "");
-	CHECK(strstr(out, "connected after a rejection, a message each way") != NULL,
-	      "rscntr over %s: the message exchange did not finish", core);
+	printf("pep_lifetime: rscntr over %s: exit %d%s\n", core, rc,
+	       held ? "" : " (not held: the core alone fails too)");
+	if (held) {
+		CHECK(rc == 0, "rscntr over %s: the run exited %d%s", core, rc,
+		      rc > 128 ? " (killed by a signal: the listener crashed?)" : "");
+		CHECK(strstr(out, "connected after a rejection, a message each way") != NULL,
+		      "rscntr over %s: the message exchange did not finish", core);
+	} else {
+		CHECK(rc <= 128, "rscntr over %s: killed by signal %d, where the core alone exited", core,
+		      rc - 128);
+	}
 	if (rc != 0 || !strstr(out, "a message each way"))
 		show_child("the run over rscntr", out);
 	return finish("pep_lifetime");

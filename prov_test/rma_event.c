@@ -240,7 +240,7 @@ static int getinfo(uint64_t caps, struct fi_info **out)
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->fabric_attr->prov_name = strdup(prov);
 	hints->tx_attr->msg_order = FI_ORDER_SAS;
-	int ret = fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, hints, out);
+	int ret = fi_getinfo(pt_api_at_most(FI_VERSION(1, 18)), NULL, NULL, 0, hints, out);
 	fi_freeinfo(hints);
 	return ret;
 }

@@ -58,6 +58,7 @@
  */
 #define _GNU_SOURCE /* pipe2 */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -292,7 +293,7 @@ static int setup(int n, enum fi_wait_obj wobj, int rma)
 	hints->domain_attr->threading = S.cqfd ? FI_THREAD_DOMAIN : FI_THREAD_SAFE;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | (rma ? FI_MR_RMA_EVENT : 0);
-	int ret = fi_getinfo(fi_version(), NULL, NULL, 0, hints, &S.info);
+	int ret = fi_getinfo(pt_api(), NULL, NULL, 0, hints, &S.info);
 	fi_freeinfo(hints);
 	CHECK(ret == 0, "fi_getinfo(%s%s): %d (%s)", prov, rma ? ", FI_RMA|FI_ATOMIC|FI_RMA_EVENT" : "",
 	      ret, fi_strerror(-ret));
@@ -1543,8 +1544,13 @@ static void part_leftovers(void)
 		printf("leftovers: clean close: W made %d bell(s), P %d; %d left\n", w.nbells, wp.nbells, left);
 	}
 
-	/* SIGTERM and SIGSEGV */
+	/* SIGTERM and SIGSEGV. Debian 12's libfabric 1.17 links libpsm2, whose handlers catch
+	 * both, print a backtrace and exit(1): where it is loaded, that status is the signal's. */
 	static const int sigs[] = { SIGTERM, SIGSEGV };
+	void *psm2 = dlopen("libpsm2.so.2", RTLD_LAZY | RTLD_NOLOAD);
+	int psm2_exits = psm2 != NULL;
+	if (psm2)
+		dlclose(psm2);
 	for (int s = 0; s < 2; s++) {
 		const char *sn = sigs[s] == SIGTERM ? "SIGTERM" : "SIGSEGV";
 		if (lone(&X, sigs[s] == SIGTERM ? "T" : "S", &wx) == 0) {
@@ -1555,7 +1561,8 @@ static void part_leftovers(void)
 			else
 				tell(&X, "raise %d", SIGSEGV);
 			int st = reap(&X, 10000);
-			CHECK(st == 128 + sigs[s], "leftovers: the child given %s ended with status %d", sn, st);
+			CHECK(st == 128 + sigs[s] || (psm2_exits && st == 1),
+			      "leftovers: the child given %s ended with status %d", sn, st);
 			int left = bells_gone(sn, &wx);
 			printf("leftovers: %s: the child (status %d) made %d bell(s); %d left\n", sn, st, wx.nbells,
 			       left);

@@ -245,7 +245,7 @@ int main(void)
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
 	struct fid_fabric *fabric = NULL;
 	hints->fabric_attr->prov_name = strdup("rscntr");
-	CHECK_RET(fi_getinfo(fi_version(), NULL, NULL, 0, hints, &info), 0);
+	CHECK_RET(fi_getinfo(pt_api(), NULL, NULL, 0, hints, &info), 0);
 	fi_freeinfo(hints);
 	if (!info)
 		return finish("stress");

@@ -606,3 +606,52 @@ cross_host_mpi() {
         timeout 900 prov_test/net/cross_host.sh
 }
 
+
+# ---- libfabric 1.x: the runtimes older than rscntr's build (issue 45) -----------------------
+# Debian 12's libfabric 1.17.0 (unpacked by setup.sh) and the mpich==4.3.2 wheel's 1.22.0. The
+# prov_test programs built against the 1.17 headers (PROV_TEST_ABI=1.17) run on every runtime
+# from 1.17 on, as an application built on Debian 12 does.
+LF117=$LF117_LIB
+LF122=$LF122_LIB
+CORES_1X=(none shm tcp "tcp;ofi_rxm" sockets "udp;ofi_rxd" udp)
+
+# rscntr loads into <libdir>, says so with that library's API version, and fi_info -p rscntr
+# (Debian 12's, which runs on all of them) lists it over each core. libfabric 1.17–1.20 say
+# nothing when a provider's dlopen fails: without the log line this is what shows it.
+rscntr_listed_over_cores() { # <libdir> <major.minor> <core...>
+    local lib=$1 api=$2 core out n ok=0; shift 2
+    for core in "$@"; do
+        out=$(LD_LIBRARY_PATH=$lib FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core FI_LOG_LEVEL=info \
+              timeout 60 "$LF117_PREFIX/bin/fi_info" -p rscntr 2>&1)
+        n=$(grep -c '^provider: rscntr$' <<<"$out")
+        if ! grep -q "rscntr .* loaded into libfabric API $api\$" <<<"$out"; then
+            echo "libfabric $api, core $core: rscntr did not load (no 'loaded into libfabric API $api')"
+            ok=1
+        elif [ "$n" -eq 0 ]; then
+            echo "libfabric $api, core $core: fi_info -p rscntr lists nothing"
+            grep -E 'rscntr.*(warn|serving)' <<<"$out" | tail -5
+            ok=1
+        else
+            echo "libfabric $api, core $core: $n infos named rscntr"
+        fi
+    done
+    return $ok
+}
+
+rscntr_listed_everywhere() {
+    local ok=0
+    rscntr_listed_over_cores "$LF117" 1.17 "${CORES_1X[@]}" || ok=1
+    rscntr_listed_over_cores "$LF122" 1.22 "${CORES_1X[@]}" || ok=1
+    rscntr_listed_over_cores "$LF21" 2.1 "${CORES_1X[@]}" || ok=1
+    rscntr_listed_over_cores "$LF25" 2.5 "${CORES_1X[@]}" || ok=1
+    return $ok
+}
+
+# Every prov_test program, built against the 1.17 headers, over each core on <libdir>.
+prov_test_1x_over_cores() { # <libdir> <core...>
+    local lib=$1 core ok=0; shift
+    for core in "$@"; do
+        FI_RSCNTR_CORE=$core PROV_TEST_ABI=1.17 timeout 900 prov_test/run.sh "$lib" || ok=1
+    done
+    return $ok
+}

@@ -8,6 +8,7 @@ suite quick "minutes, before a full run: fmt, clippy, cargo test, prov_test over
 suite rust "the Rust checks and tests, with loom and Miri"
 suite prov "prov_test's C programs over every core and libfabric runtime, the examples"
 suite docs "the man page, parameters and log lines, install.sh"
+suite versions "libfabric 1.17 (Debian 12) and 1.22 (mpich 4.3.2 wheel): rscntr loads, lists and passes prov_test over every core"
 suite counters "fi_cntr_test on every libfabric runtime"
 suite hardware "hardware counters: detection against real libraries, the fake device"
 suite hardening "refused posts, valgrind, ASan"
@@ -39,6 +40,17 @@ step prov "64 waiters over tcp;ofi_rxm and udp;ofi_rxd: the room's leader sleeps
     flat_waits_in_rooms "$LF21"
 step quick,prov "a waiter over rscntr(shm) sleeps and its peer's send, write, read, atomic wake it (issue 27's doorbell; shm_sleep in a private /dev/shm, doorbell on, then off; room_stress with unbounded slot sleeps)" \
     shm_sleep_over_shm "$LF21"
+# The libfabric 1.x runtimes (issue 45): one DSO for all; the prov_test programs built against
+# Debian 12's 1.17 headers run on each (and on 2.1: an application built on Debian 12 under a
+# newer library).
+step quick,versions "rscntr loads into libfabric 1.17.0 (Debian 12), 1.22.0 (mpich 4.3.2 wheel), 2.1.0, 2.5.1 and fi_info -p rscntr lists it over every core" \
+    rscntr_listed_everywhere
+step versions "prov_test built on the 1.17 headers over every core, libfabric 1.17.0 (Debian 12's libfabric1)" \
+    prov_test_1x_over_cores "$LF117" "${CORES_1X[@]}"
+step versions "prov_test built on the 1.17 headers over every core, libfabric 1.22.0 (the mpich==4.3.2 wheel)" \
+    prov_test_1x_over_cores "$LF122" "${CORES_1X[@]}"
+step versions "prov_test built on the 1.17 headers over shm, tcp, tcp;ofi_rxm, libfabric 2.1 (an application built on Debian 12, a newer library)" \
+    prov_test_1x_over_cores "$LF21" shm tcp "tcp;ofi_rxm"
 step prov "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
 step prov "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh "$LF25"
 
