@@ -118,6 +118,8 @@ step mpi,mpich-suite "MPICH 4.0.2's test suite (Debian's tarball): rma subsets (
     timeout 5400 prov_test/mpi/mpich_testsuite.sh
 step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \
     mpich_over_layering_hidden_core
+step mpi "the MPI routes the documents show: every mpiexec and mpirun command of README, the user guide and fi_rscntr(7) as written; Open MPI's include list alone, no core named (tcp;ofi_rxm) and FI_RSCNTR_CORE=tcp; MPICH without MPIR_CVAR_NOLOCAL=1 (passes, no tcp connection between the ranks); MPIR_CVAR_OFI_USE_PROVIDER alone (sockets)" \
+    timeout 600 prov_test/mpi/doc_routes.sh
 
 step hosts "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets, tcp;ofi_rxm)" \
     cross_host_mpi
