@@ -7,7 +7,7 @@
 suite quick "minutes, before a full run: fmt, clippy, cargo test, prov_test over shm and tcp"
 suite rust "the Rust checks and tests, with loom and Miri"
 suite prov "prov_test's C programs over every core and libfabric runtime, the examples"
-suite docs "the man page, parameters and log lines, install.sh, the pinned versions installed"
+suite docs "the man page, parameters and log lines, install.sh, the pinned versions installed, the documents' figures, versions and suites"
 suite counters "fi_cntr_test on every libfabric runtime"
 suite hardware "hardware counters: detection against real libraries, the fake device"
 suite hardening "refused posts, valgrind, ASan"
@@ -49,6 +49,8 @@ step docs "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROV
     timeout 900 prov_test/check_install.sh
 step docs "what is installed is what scripts/versions.sh pins (each venv's wheel and its libfabric, the libfabric 2.1.0 builds, Debian's 1.17.0, rdma-core, MPICH's test suite, the cached tarballs and .debs by sha256); no file installs a wheel without an exact pin" \
     timeout 120 bash scripts/check_versions.sh
+step docs "README, fi_rscntr(7), the user guide: each quoted figure is in the benchmark document it cites, with the date measured (scripts/check_docs.py); the versions they name are scripts/versions.sh's; the suites they name exist and every section names one" \
+    timeout 60 python3 scripts/check_docs.py
 
 step debian "Debian 13 packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
     timeout 2400 prov_test/debian/trixie.sh
