@@ -2,7 +2,10 @@
 # Tests scripts/install.sh: installs rscntr into a temporary prefix holding a copy of the built
 # libfabric 2.1, twice (idempotence), and checks that this libfabric then finds rscntr with
 # FI_PROVIDER_PATH unset: fi_info -p/-l/-g, an example compiled against the installed headers,
-# the man page.
+# the man page. Then the environment install.sh honours, each into a prefix of its own:
+# LIBDIR (the DSO in $LIBDIR/libfabric, the rest under PREFIX), the lib64 default (a prefix
+# whose libfabric.so.1 is in lib64 only), and DESTDIR with LIBDIR as a package build sets them
+# (every file under DESTDIR, nothing at the prefix itself); in each, exactly the three files.
 #
 # libfabric's provider directory is compiled in: PROVDLDIR is "$(pkglibdir)" of the prefix it was
 # configured with (Makefile.am), i.e. .deps/lf/lib/libfabric, and src/fabric.c scans it when
@@ -112,4 +115,58 @@ if command -v man >/dev/null; then
 fi
 LC_ALL=C.UTF-8 timeout 60 groff -t -man -Tutf8 -P -cbou "$PREFIX/share/man/man7/fi_rscntr.7" |
     grep -q 'FI_RSCNTR_SPIN' || fail "the installed man page does not render"
-echo "check_install: PASS ($mode)"
+# ---- LIBDIR, the lib64 default, DESTDIR ------------------------------------------------------
+files_under() { (cd "$1" && find . -type f -printf '%P %m\n' | LC_ALL=C sort); }
+expect_files() { # <root> <what> <expected "path mode" lines>
+    local got; got=$(files_under "$1")
+    [ "$got" = "$3" ] || fail "$2: install.sh put
+$got
+expected:
+$3"
+    echo "$2: $(tr '\n' ' ' <<<"$3")"
+}
+cmp_dso() { cmp -s "$1" "$ROOT/target/release/librscntr.so" || fail "$1 differs from the build"; }
+
+echo "-- LIBDIR=PREFIX/lib/x86_64-linux-gnu"
+P=$TMP/libdir
+LIBDIR=$P/lib/x86_64-linux-gnu RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$P" >/dev/null 2>&1 ||
+    fail "install.sh with LIBDIR"
+expect_files "$P" "LIBDIR" "include/rdma/fi_ext_rscntr.h 644
+lib/x86_64-linux-gnu/libfabric/librscntr-fi.so 755
+share/man/man7/fi_rscntr.7 644"
+cmp_dso "$P/lib/x86_64-linux-gnu/libfabric/librscntr-fi.so"
+
+echo "-- no LIBDIR, libfabric.so.1 in PREFIX/lib64 only"
+P=$TMP/lib64
+mkdir -p "$P/lib64"
+ln -s "$LF_REAL/lib/libfabric.so.1" "$P/lib64/libfabric.so.1"
+RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$P" >/dev/null || fail "install.sh into a lib64 prefix"
+expect_files "$P" "lib64 default" "include/rdma/fi_ext_rscntr.h 644
+lib64/libfabric/librscntr-fi.so 755
+share/man/man7/fi_rscntr.7 644"
+# That prefix's libfabric (by its libdir) finds it there.
+out=$(env -u FI_PROVIDER LD_LIBRARY_PATH="$P/lib64" FI_PROVIDER_PATH="$P/lib64/libfabric" \
+      timeout 60 "$LF_REAL/bin/fi_info" -l 2>&1) || fail "fi_info -l with the lib64 install: $out"
+grep -q '^rscntr:' <<<"$out" || fail "the libfabric in $P/lib64 does not list rscntr from lib64/libfabric"
+
+echo "-- DESTDIR with LIBDIR (a package build: PREFIX /usr)"
+S=$TMP/stage
+DESTDIR=$S LIBDIR=/usr/lib/x86_64-linux-gnu RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" /usr \
+    >"$TMP/destdir.out" 2>&1 || fail "install.sh with DESTDIR: $(cat "$TMP/destdir.out")"
+expect_files "$S" "DESTDIR" "usr/include/rdma/fi_ext_rscntr.h 644
+usr/lib/x86_64-linux-gnu/libfabric/librscntr-fi.so 755
+usr/share/man/man7/fi_rscntr.7 644"
+cmp_dso "$S/usr/lib/x86_64-linux-gnu/libfabric/librscntr-fi.so"
+! grep -q '^note:' "$TMP/destdir.out" || fail "install.sh warned about the staged libdir: $(cat "$TMP/destdir.out")"
+
+echo "-- DESTDIR alone: nothing outside it"
+S=$TMP/stage2
+P=$TMP/never-made
+DESTDIR=$S RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$P" >/dev/null 2>&1 || fail "install.sh with DESTDIR alone"
+[ ! -e "$P" ] || fail "install.sh with DESTDIR wrote to the prefix $P itself"
+expect_files "$S$P" "DESTDIR alone" "include/rdma/fi_ext_rscntr.h 644
+lib/libfabric/librscntr-fi.so 755
+share/man/man7/fi_rscntr.7 644"
+[ "$(cd "$S" && find . -type f | wc -l)" = 3 ] || fail "DESTDIR holds more than the three files"
+
+echo "check_install: PASS ($mode; LIBDIR, the lib64 default and DESTDIR honoured)"

@@ -13,13 +13,12 @@ REPS=${1:-3}
 shift || true
 bash scripts/setup.sh
 . scripts/env.sh
+. scripts/bench_lib.sh   # bench_venv
 export LD_LIBRARY_PATH=$LF_PREFIX/lib FI_PROVIDER_PATH=$PROV_DIR
 OUT=$DEPS/bench/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 VENV=$DEPS/venv-bench
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
-    python3 -m venv "$VENV" && "$VENV/bin/pip" install -q matplotlib
-fi
+bench_venv "$VENV"
 gcc -O2 -g -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/cntr_bench.c -L"$LF_PREFIX/lib" \
     -lfabric -lpthread -o target/cntr_bench
 

@@ -45,6 +45,7 @@ if [ $REPORT = 1 ]; then
     bash scripts/setup.sh
 fi
 . scripts/env.sh
+. scripts/bench_lib.sh   # bench_venv
 export LD_LIBRARY_PATH=$LF_PREFIX/lib FI_PROVIDER_PATH=$PROV_DIR
 [ -n "$OUT" ] || OUT=$DEPS/bench/$(date +%Y%m%d-%H%M%S)-bound
 mkdir -p "$OUT"
@@ -154,9 +155,7 @@ echo "[bench-bound] raw results in $OUT ($((SECONDS - t0)) s)"
 
 if [ $REPORT = 1 ]; then
     VENV=$DEPS/venv-bench
-    if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
-        python3 -m venv "$VENV" && "$VENV/bin/pip" install -q matplotlib
-    fi
+    bench_venv "$VENV"
     "$VENV/bin/python" bench/report.py "$OUT" docs
     if [ $HOSTS = 1 ]; then
         echo "[bench-bound] wrote the section across hosts of docs/benchmarks.md and docs/bound_wake_hosts.png"

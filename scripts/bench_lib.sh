@@ -1,6 +1,17 @@
 # What the benchmark scripts share (sourced; needs scripts/env.sh first and LIB, the libfabric
 # directory to run against).
 
+# The plotting venv, exactly scripts/versions.sh's BENCH_WHEELS (hashes checked); made anew
+# when its matplotlib is not the pinned one.
+bench_venv() { # <venv>
+    local venv=$1 req=$DEPS/dl/bench-wheels.req w want
+    want=$(printf '%s\n' "${BENCH_WHEELS[@]}" | awk '/^matplotlib==/ {sub(/^matplotlib==/, "", $1); print $1}')
+    [ "$("$venv/bin/python" -c 'import matplotlib; print(matplotlib.__version__)' 2>/dev/null)" = "$want" ] && return 0
+    rm -rf "$venv"
+    printf '%s\n' "${BENCH_WHEELS[@]}" | awk '{print $1 " --hash=sha256:" $2}' > "$req"
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q --no-deps --require-hashes -r "$req"
+}
+
 # median of the numbers on stdin ("nan" for none)
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else print "nan"}'; }
 # median of the numbers in the files named

