@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Debian 13 (trixie) packages of rscntr, from a clean clone, with this one command:
+# Builds the Debian packages of rscntr, one pair for Debian 13 (trixie) and Debian 12 (bookworm),
+# from a clean clone, with this one command:
 #   target/deb/librscntr-fi_<version>_amd64.deb       the provider, in the directory trixie's
 #                                                      libfabric1 scans for providers; fi_rscntr(7)
 #   target/deb/librscntr-fi-dev_<version>_amd64.deb   rdma/fi_ext_rscntr.h (headers go in -dev)
@@ -11,8 +12,9 @@
 # seconds when already done); RSCNTR_NO_BUILD=1 packages target/release/librscntr.so as it is.
 # Needs Debian's registry the first time: it downloads, with apt in a private configuration
 # (signatures and hashes checked), trixie's packages of the libraries the DSO links, and
-# dpkg-shlibdeps computes Depends from their symbols files, not from this machine's (bookworm).
-# They are kept in .deps/deb/trixie-debs. DEBFULLNAME and DEBEMAIL name the maintainer
+# dpkg-shlibdeps computes Depends from their symbols files, not from this machine's; the same
+# against bookworm's packages must give the same Depends (one package for both releases). They
+# are kept in .deps/deb/trixie-debs and .deps/deb/bookworm-debs. DEBFULLNAME and DEBEMAIL name the maintainer
 # (default: the author of the last commit).
 set -euo pipefail
 umask 022
@@ -60,34 +62,42 @@ for so in "${NEEDED[@]}"; do
 done
 # libfabric1 always: its library's default provider path is where the DSO goes.
 PKGS[libfabric1]=1
-DEBS=$DEPS/deb/trixie-debs
-mkdir -p "$DEBS"
-missing=()
-for p in "${!PKGS[@]}"; do
-    compgen -G "$DEBS/${p}_*_amd64.deb" >/dev/null || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    log "downloading trixie's ${missing[*]} (apt, private configuration)"
-    A=$DEPS/deb/trixie-apt
-    trixie_apt "$A" update > "$W/apt-update.log" 2>&1 ||
-        { tail -5 "$W/apt-update.log"; die "apt-get update for trixie failed"; }
-    (cd "$DEBS" && trixie_apt "$A" download "${missing[@]}") > "$W/apt-download.log" 2>&1 ||
-        { tail -5 "$W/apt-download.log"; die "apt-get download from trixie failed"; }
-fi
-SHLIB_DIRS=()
-mkdir -p "$W/trixie"
-for p in "${!PKGS[@]}"; do
-    deb=$(compgen -G "$DEBS/${p}_*_amd64.deb" | sort -V | tail -n1)
-    dpkg-deb -R "$deb" "$W/trixie/$p"
-    [ -f "$W/trixie/$p/DEBIAN/symbols" ] || [ -f "$W/trixie/$p/DEBIAN/shlibs" ] ||
-        die "$deb has neither symbols nor shlibs"
-    SHLIB_DIRS+=("-S$W/trixie/$p")
-    log "trixie's $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)"
-done
-# The directory trixie's libfabric scans when FI_PROVIDER_PATH is unset: the default its
-# FI_PROVIDER_PATH parameter names ($libdir/libfabric, set by its configure).
-LFSO=$(readlink -f "$W/trixie/libfabric1/usr/lib/$MULTIARCH/libfabric.so.1")
-PROVDIR=$(grep -aoE '\(default: /[^)]*\)' "$LFSO" | sed -n 's/^(default: \(.*libfabric\))$/\1/p' | head -n1)
+# <suite>'s packages of those libraries, downloaded once (apt, a private configuration) into
+# .deps/deb/<suite>-debs and unpacked into $W/<suite>; sets SHLIB_DIRS to their -S options.
+suite_debs() { # <suite>
+    local suite=$1 p deb missing=() DEBS=$DEPS/deb/$1-debs
+    mkdir -p "$DEBS" "$W/$suite"
+    for p in "${!PKGS[@]}"; do
+        compgen -G "$DEBS/${p}_*_amd64.deb" >/dev/null || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "downloading $suite's ${missing[*]} (apt, private configuration)"
+        local A=$DEPS/deb/$suite-apt
+        suite_apt "$suite" "$A" update > "$W/apt-update-$suite.log" 2>&1 ||
+            { tail -5 "$W/apt-update-$suite.log"; die "apt-get update for $suite failed"; }
+        (cd "$DEBS" && suite_apt "$suite" "$A" download "${missing[@]}") > "$W/apt-download-$suite.log" 2>&1 ||
+            { tail -5 "$W/apt-download-$suite.log"; die "apt-get download from $suite failed"; }
+    fi
+    SHLIB_DIRS=()
+    for p in "${!PKGS[@]}"; do
+        deb=$(compgen -G "$DEBS/${p}_*_amd64.deb" | sort -V | tail -n1)
+        dpkg-deb -R "$deb" "$W/$suite/$p"
+        [ -f "$W/$suite/$p/DEBIAN/symbols" ] || [ -f "$W/$suite/$p/DEBIAN/shlibs" ] ||
+            die "$deb has neither symbols nor shlibs"
+        SHLIB_DIRS+=("-S$W/$suite/$p")
+        log "$suite's $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)"
+    done
+}
+suite_debs "$TRIXIE_SUITE"
+# The directory libfabric scans when FI_PROVIDER_PATH is unset: the default its
+# FI_PROVIDER_PATH parameter names ($libdir/libfabric, set by its configure); trixie's and
+# bookworm's must agree (one package serves both).
+provdir_of() { # <suite>
+    local so
+    so=$(readlink -f "$W/$1/libfabric1/usr/lib/$MULTIARCH/libfabric.so.1")
+    grep -aoE '\(default: /[^)]*\)' "$so" | sed -n 's/^(default: \(.*libfabric\))$/\1/p' | head -n1
+}
+PROVDIR=$(provdir_of "$TRIXIE_SUITE")
 [ "$PROVDIR" = "/usr/lib/$MULTIARCH/libfabric" ] ||
     die "trixie's libfabric.so.1 names '$PROVDIR' as its provider directory, not /usr/lib/$MULTIARCH/libfabric"
 log "trixie's libfabric scans $PROVDIR"
@@ -138,14 +148,27 @@ done
 
 # ---- control files -----------------------------------------------------------------------------
 # Depends: what dpkg-shlibdeps computes from the DSO's DT_NEEDED and the symbol versions it uses,
-# against trixie's symbols files (unpacked above; never this machine's), plus libfabric1 (>= 2.1),
-# the provider API rscntr is built for, which symbol versions cannot say; dpkg-gencontrol keeps
+# against trixie's symbols files (unpacked above; never this machine's), plus libfabric1 (>= 1.17),
+# the oldest libfabric rscntr loads into (src/boundary/versions.rs), which symbol versions cannot say; dpkg-gencontrol keeps
 # the stronger of the two. libibverbs is only dlopen'ed: a Suggests, not a DT_NEEDED.
 (cd "$W" && dpkg-shlibdeps -Tdebian/librscntr-fi.substvars "${SHLIB_DIRS[@]}" \
     "debian/librscntr-fi$PROVDIR/librscntr-fi.so") 2> "$W/shlibdeps.log" ||
     { cat "$W/shlibdeps.log"; die "dpkg-shlibdeps failed"; }
 grep -v 'binaries to analyze should already be installed' "$W/shlibdeps.log" >&2 || true
-log "$(cat "$W/debian/librscntr-fi.substvars")"
+log "trixie: $(cat "$W/debian/librscntr-fi.substvars")"
+# One package for Debian 12 too (issue 46): the DSO loads into libfabric from 1.17 on, so the
+# control file asks libfabric1 (>= 1.17); the same computation against bookworm's symbols files
+# (its libfabric1 1.17, libc6, libgcc-s1) must give the same Depends, and bookworm's libfabric
+# must scan the same directory, or this package would not be bookworm's too.
+suite_debs "$BOOKWORM_SUITE"
+[ "$(provdir_of "$BOOKWORM_SUITE")" = "$PROVDIR" ] ||
+    die "bookworm's libfabric.so.1 names '$(provdir_of "$BOOKWORM_SUITE")' as its provider directory, not $PROVDIR"
+(cd "$W" && dpkg-shlibdeps -Tdebian/librscntr-fi.bookworm.substvars "${SHLIB_DIRS[@]}" \
+    "debian/librscntr-fi$PROVDIR/librscntr-fi.so") 2> "$W/shlibdeps-bookworm.log" ||
+    { cat "$W/shlibdeps-bookworm.log"; die "dpkg-shlibdeps against bookworm failed"; }
+log "bookworm: $(cat "$W/debian/librscntr-fi.bookworm.substvars")"
+cmp -s "$W/debian/librscntr-fi.substvars" "$W/debian/librscntr-fi.bookworm.substvars" ||
+    die "trixie's and bookworm's symbols files give different Depends: one package cannot serve both"
 for pkg in librscntr-fi librscntr-fi-dev; do
     d=$W/debian/$pkg
     find "$d" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +

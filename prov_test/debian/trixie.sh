@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The Debian 13 package in a real Debian 13: builds the packages (scripts/package.sh), makes a
-# trixie root from Debian's registry with mmdebstrap (cached in .deps/trixie-root/<key>, the key
-# being a hash of its package list and options), and runs prov_test/debian/in_root.sh in it:
-# apt installs the packages there, Debian's fi_info finds rscntr with nothing set, Debian's Open
-# MPI runs prov_test/mpi/mpi_rscntr.c over it, apt removes them and nothing is left.
+# The Debian package in a real Debian 13, or Debian 12 (prov_test/debian/trixie.sh bookworm, as
+# prov_test/debian/bookworm.sh does): builds the packages (scripts/package.sh: one pair for both
+# releases), makes a root of that release from Debian's registry with mmdebstrap (cached in
+# .deps/<suite>-root/<key>, the key being a hash of its release, package list and options), and
+# runs prov_test/debian/in_root.sh in it: apt installs the packages there, Debian's fi_info finds
+# rscntr with nothing set, Debian's Open MPI runs prov_test/mpi/mpi_rscntr.c over it (on
+# bookworm also rma_heavy.c, over rscntr(tcp;ofi_rxm), rscntr(tcp) and rscntr(shm) beside each
+# core directly), apt removes them and nothing is left.
 #
 # The root is never changed: each run mounts a fresh overlay over it (its writes go to a tmpfs)
 # in private mount, pid and network namespaces (chroot into it; only loopback is up), and all of
@@ -15,28 +18,31 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/scripts/env.sh"
 . "$ROOT/scripts/debian.sh"
-say() { printf '[trixie] %s\n' "$*"; }
+SUITE=${1:-$TRIXIE_SUITE}
+case $SUITE in trixie|bookworm) ;; *) echo "usage: $0 [trixie|bookworm]" >&2; exit 2 ;; esac
+say() { printf '[%s] %s\n' "$SUITE" "$*"; }
 
 ROOT_PKGS=(libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev gcc libc6-dev dpkg-dev lintian)
 MM_OPTS=(--variant=apt --mode=root --format=directory --aptopt='APT::Install-Recommends "false"'
          --aptopt='Acquire::Retries "3"')
-KEY=$(printf '%s\n' "$TRIXIE_SUITE" "${ROOT_PKGS[@]}" "${MM_OPTS[@]}" | sha256sum | cut -c1-16)
-CACHE=$DEPS/trixie-root
+KEY=$(printf '%s\n' "$SUITE" "${ROOT_PKGS[@]}" "${MM_OPTS[@]}" | sha256sum | cut -c1-16)
+CACHE=$DEPS/$SUITE-root
 TROOT=$CACHE/$KEY
 
 need_fetch=0
 [ -f "$TROOT/.complete" ] || need_fetch=1
 compgen -G "$DEPS/deb/trixie-debs/libfabric1_*_amd64.deb" >/dev/null || need_fetch=1
-if [ $need_fetch = 1 ] && ! trixie_reachable; then
+compgen -G "$DEPS/deb/bookworm-debs/libfabric1_*_amd64.deb" >/dev/null || need_fetch=1
+if [ $need_fetch = 1 ] && ! trixie_reachable "$SUITE"; then
     say "SKIPPED: Debian's registry ($(debian_mirror 2>/dev/null || echo 'no mirror configured')) cannot be reached," \
-        "and the trixie root or trixie's packages are not cached: this step cannot run"
+        "and the $SUITE root or the packages scripts/package.sh needs are not cached: this step cannot run"
     exit 77
 fi
 
 t0=$SECONDS
 if [ ! -f "$TROOT/.complete" ]; then
     command -v mmdebstrap >/dev/null || { say "mmdebstrap is missing (scripts/setup.sh installs it)"; exit 1; }
-    say "making the trixie root $TROOT (mmdebstrap: ${ROOT_PKGS[*]}; a few minutes)"
+    say "making the $SUITE root $TROOT (mmdebstrap: ${ROOT_PKGS[*]}; a few minutes)"
     tmp=$CACHE/.new.$$
     rm -rf "$tmp"; mkdir -p "$CACHE"
     for d in "$CACHE"/.new.*; do   # left by runs that were killed
@@ -44,7 +50,7 @@ if [ ! -f "$TROOT/.complete" ]; then
     done
     mirror=$(debian_mirror) || exit 1
     if ! timeout 1500 mmdebstrap "${MM_OPTS[@]}" --include="$(IFS=,; echo "${ROOT_PKGS[*]}")" \
-            "$TRIXIE_SUITE" "$tmp" "deb $mirror $TRIXIE_SUITE main" > "$CACHE/.new.$$.log" 2>&1; then
+            "$SUITE" "$tmp" "deb $mirror $SUITE main" > "$CACHE/.new.$$.log" 2>&1; then
         tail -20 "$CACHE/.new.$$.log"; rm -rf "$tmp"; say "mmdebstrap failed"; exit 1
     fi
     touch "$tmp/.complete"
@@ -88,7 +94,7 @@ t2=$SECONDS
 timeout 1200 unshare --mount --propagation private --pid --fork --net --mount-proc \
     bash -c "$(declare -f run_in_root); run_in_root \"\$@\"" bash "$TROOT" \
     $debs "$ROOT/target/deb/build/debian/librscntr-fi.substvars" "$ROOT/prov_test/debian/in_root.sh" \
-    "$ROOT/prov_test/mpi/mpi_rscntr.c" "$ROOT/examples/cntr_backend.c"
+    "$ROOT/prov_test/mpi/mpi_rscntr.c" "$ROOT/prov_test/mpi/rma_heavy.c" "$ROOT/examples/cntr_backend.c"
 rc=$?
 say "in the root: $((SECONDS - t2)) s; the step: $((SECONDS - t0)) s"
 [ $rc -eq 0 ]
