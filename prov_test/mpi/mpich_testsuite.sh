@@ -3,7 +3,11 @@
 # scripts/setup.sh into $MPICH_TESTS): the rma list and threads/rma (MPI_THREAD_MULTIPLE) over
 # rscntr and over the same core directly, side by side, with the verdict of the suite's own
 # runtests (" No Errors" and exit 0, each test under hydra's MPIEXEC_TIMEOUT).
-#   prov_test/mpi/mpich_testsuite.sh [--full] [rxm|shm ...]
+#   prov_test/mpi/mpich_testsuite.sh [--full] [--mpich43] [rxm|shm ...]
+# --mpich43 (or MPICH_TS_MPICH=4.3): the suite built against the mpich==4.3.2 wheel
+# ($MPICH43_TESTS, its libfabric 1.22.0) run with that wheel's mpiexec, instead of the MPICH 5
+# wheel's build ($MPICH_TESTS, libfabric 2.5.1); the same routes, lists and verdicts, and the
+# selection check also demands rscntr's "loaded into libfabric API 1.22".
 # Routes (all traffic through OFI: MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1):
 #   rxm  rscntr(tcp;ofi_rxm) by the route the wheel as it is allows (FI_PROVIDER='rscntr,tcp;ofi_rxm'
 #        with automatic data progress scored, see scripts/test.sh mpich_over_layering_unpatched)
@@ -23,17 +27,22 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/scripts/env.sh"
 
-full=${MPICH_TS_FULL:-0} routes=()
+full=${MPICH_TS_FULL:-0} mpich=${MPICH_TS_MPICH:-5} routes=()
 for a in "$@"; do
     case $a in
         --full) full=1 ;;
+        --mpich43) mpich=4.3 ;;
         rxm|shm) routes+=("$a") ;;
-        *) echo "usage: $0 [--full] [rxm|shm ...]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--full] [--mpich43] [rxm|shm ...]" >&2; exit 2 ;;
     esac
 done
 [ ${#routes[@]} -gt 0 ] || routes=(rxm shm)
 
-TS=$MPICH_TESTS
+case $mpich in
+    5) TS=$MPICH_TESTS MV=$MPICH_VENV API='' ;;
+    4.3) TS=$MPICH43_TESTS MV=$MPICH43_VENV API=1.22 ;;
+    *) echo "MPICH_TS_MPICH=$mpich: 5 or 4.3" >&2; exit 2 ;;
+esac
 if [ ! -x "$TS/runtests" ] || [ ! -x "$TS/rma/flush" ] || [ ! -x "$TS/threads/rma/multirma" ]; then
     echo "MPICH's test suite is not built in $TS (scripts/setup.sh builds it)"; exit 1
 fi
@@ -62,6 +71,13 @@ RMA_CI_SUBSET=(
     fetchandadd compare_and_swap fetch_and_op_int fetch_and_op_double get_accumulate_int
     atomic_rmw_fop manyrma3 contention_put overlap_wins_acc overlap_wins_fop
 )
+
+# With --mpich43 the CI subset leaves out what tcp;ofi_rxm directly (libfabric 1.22, the
+# mpich==4.3.2 wheel) fails or hangs on, which would only be listed (a core failure) after
+# MPICH_TS_TIMEOUT on each side: put_flush_get (a get after MPI_Win_flush sees the put's old
+# data: "check Put, got check_addr[0] = 0"), gacc_flush_get, fop_flush_get and cas_flush_get
+# (out of 180 s). --full runs them, over both routes.
+RMA_CI_SKIP_43=(put_flush_get gacc_flush_get fop_flush_get cas_flush_get)
 
 # Both sides: all traffic through OFI; MPICH's progress loop sleeps 1 us after polls that find
 # nothing (MPIR_CVAR_CH4_PROGRESS_THROTTLE): up to 8 ranks share 2 cores here, and ranks
@@ -112,6 +128,13 @@ elif [ "$full" = 1 ]; then
     mklist "$TS/rma/testlist.dtp" "$OUT/rma_dtp.list"
     what="rma/testlist, rma/testlist.dtp (whole)"
 else
+    if [ "$mpich" = 4.3 ]; then
+        keep=()
+        for t in "${RMA_CI_SUBSET[@]}"; do
+            [[ " ${RMA_CI_SKIP_43[*]} " == *" $t "* ]] || keep+=("$t")
+        done
+        RMA_CI_SUBSET=("${keep[@]}")
+    fi
     mklist "$TS/rma/testlist" "$OUT/rma.list" "${RMA_CI_SUBSET[@]}"
     mklist "$TS/rma/testlist.dtp" "$OUT/rma_dtp.list.all"
     grep -F -e "$DTP_CI" "$OUT/rma_dtp.list.all" >"$OUT/rma_dtp.list"
@@ -133,7 +156,7 @@ run_list() { # <dir> <list> <route> <side> <tag>
                                   END { print s + 60 }' "$list")
     mapfile -t env < <(side_env "$route" "$side")
     (cd "$dir" && env "${COMMON[@]}" MPITEST_TIMEOUT="$PER_TEST" "${env[@]}" timeout "$bound" "$ROOT/prov_test/loopback_only.sh" \
-        "$TS/runtests" -tests="$list" -srcdir=. -mpiexec="$MPICH_VENV/bin/mpiexec" \
+        "$TS/runtests" -tests="$list" -srcdir=. -mpiexec="$MV/bin/mpiexec" \
         -tapfile="$OUT/$tag.tap" -junitfile="$OUT/$tag.junit.xml") >"$OUT/$tag.log" 2>&1
 }
 
@@ -198,7 +221,7 @@ check_selection() { # <route> <side>
     local route=$1 side=$2 env=() out want
     mapfile -t env < <(side_env "$route" "$side")
     out=$(cd "$TS/rma" && env "${COMMON[@]}" MPIR_CVAR_DEBUG_SUMMARY=1 FI_LOG_LEVEL=info "${env[@]}" timeout 120 \
-          "$ROOT/prov_test/loopback_only.sh" "$MPICH_VENV/bin/mpiexec" -n 2 ./flush 2>&1)
+          "$ROOT/prov_test/loopback_only.sh" "$MV/bin/mpiexec" -n 2 ./flush 2>&1)
     local rc=$?
     if [ "$side" = rscntr ]; then want=rscntr; else want=$(core_name "$route"); fi
     local got
@@ -210,11 +233,15 @@ check_selection() { # <route> <side>
         grep -aqE "bound an rscntr counter to core $(core_name "$route") .*\(FI_READ\|FI_WRITE\)" <<<"$out" ||
             { echo "   MPICH's RMA counter is not an rscntr counter bound to $(core_name "$route")"; return 1; }
     fi
+    if [ -n "$API" ]; then
+        grep -aq "rscntr .* loaded into libfabric API $API\$" <<<"$out" ||
+            { echo "   rscntr did not load into libfabric API $API (another libfabric?)"; return 1; }
+    fi
 }
 
 ok=0 summary=()
 t_all=$SECONDS
-echo "MPICH 4.0.2 test suite in $TS; $what, threads/rma/testlist; per-test limit ${PER_TEST}s unless the list names one"
+echo "MPICH 4.0.2 test suite in $TS, run with $MV's mpiexec; $what, threads/rma/testlist; per-test limit ${PER_TEST}s unless the list names one"
 for route in "${routes[@]}"; do
     core=$(core_name "$route")
     echo "== route $route: rscntr($core) beside $core directly"
@@ -251,7 +278,7 @@ for route in "${routes[@]}"; do
                 else
                     echo "     alone: $core $a, rscntr $b: FAILS OVER RSCNTR ONLY; reproduce with:"
                     read -r t n targs <<<"$key"
-                    echo "       cd $dir && env ${COMMON[*]} $(side_env "$route" rscntr | sed "s/.*/'&'/" | tr '\n' ' ')$ROOT/prov_test/loopback_only.sh $MPICH_VENV/bin/mpiexec -n $n ./$t $targs"
+                    echo "       cd $dir && env ${COMMON[*]} $(side_env "$route" rscntr | sed "s/.*/'&'/" | tr '\n' ' ')$ROOT/prov_test/loopback_only.sh $MV/bin/mpiexec -n $n ./$t $targs"
                     differ+=("$key (FAILS over rscntr only, alone too)")
                     ok=1
                 fi
