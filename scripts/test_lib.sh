@@ -655,3 +655,15 @@ prov_test_1x_over_cores() { # <libdir> <core...>
     done
     return $ok
 }
+
+# scripts/bench_versions.sh with tiny counts into a scratch file: every (runtime, core) pair has
+# a wake and a pingpong figure on both sides (timing never judged).
+versions_bench_smoke() {
+    local doc rc
+    doc=$(mktemp)
+    BENCH_VERSIONS_DOC=$doc timeout 900 bash scripts/bench_versions.sh 5 200; rc=$?
+    cat "$doc"
+    [ $rc -eq 0 ] && [ "$(grep -c '^| 1\.\|^| 2\.' "$doc")" -eq 11 ] && ! grep -q '–' "$doc"; rc=$?
+    rm -f "$doc"
+    return $rc
+}

@@ -115,6 +115,8 @@ step bench "benchmark smoke run (bench/cntr_bench.c, tiny counts; timing not che
 step bench "bound-counter benchmark smoke run (bench/bound_wake.c over each core; timing not checked)" bound_smoke
 step bench "trigger-latency benchmark smoke run (bench/trigger_lat.c over shm, tcp;ofi_rxm; timing not checked)" \
     trigger_smoke
+step bench "versions benchmark smoke run (scripts/bench_versions.sh 5 200: bound_wake built on the 1.17 headers, each core and rscntr over it on libfabric 1.17.0, 1.22.0, 2.1.0; every pair reports, timing not checked)" \
+    versions_bench_smoke
 step bench "shm-sleep benchmark smoke run (scripts/bench_shm_sleep.sh --smoke: rscntr(shm) with and without its doorbell, shm directly; every configuration reports, timing not checked)" \
     shm_sleep_smoke
 

@@ -135,25 +135,52 @@ pub unsafe fn set_max_cntr_values(dom: *mut ofi::fi_domain_attr, value: u64) {
     }
 }
 
-/// Whether a core counts into a bound rscntr counter through the peer counter API, or why
-/// not. `Err` means the core counter is opened without `FI_PEER` and rscntr takes in what it
-/// counts itself (reading it on each pull, or hooking its `add` where the layer does, tcp).
-pub fn counting(core: &str, api: Api) -> Result<(), &'static str> {
+/// How a core's completions reach a bound rscntr counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counting {
+    /// The core calls the owner's `inc` (`FI_PEER`).
+    Peer,
+    /// The core counts through its own counter's `add`, which the layer points at rscntr's
+    /// counter (tcp, at every version); opened with `FI_PEER` where the version has it, which
+    /// tcp takes and ignores.
+    OwnAdd { peer_flag: bool },
+    /// A core counter of its own, whose increase rscntr takes in on each pull; why.
+    CoreCounter(&'static str),
+}
+
+impl Counting {
+    /// Whether the core counter is opened with `FI_PEER`.
+    pub fn peer_flag(self) -> bool {
+        matches!(self, Counting::Peer | Counting::OwnAdd { peer_flag: true })
+    }
+}
+
+/// How `core` counts into a bound rscntr counter under libfabric `api`. Never a peer counter
+/// that accepts `FI_PEER` and drops what it should count.
+pub fn counting(core: &str, api: Api) -> Counting {
     let util = core.rsplit_once(';').map(|(_, u)| u);
-    if !api.has_peer_counters() {
-        Err("libfabric before 1.19 has no peer counters")
+    if core == "tcp" {
+        Counting::OwnAdd {
+            peer_flag: api.has_peer_counters(),
+        }
+    } else if !api.has_peer_counters() {
+        Counting::CoreCounter("libfabric before 1.19 has no peer counters")
+    } else if core == "sockets" {
+        Counting::CoreCounter("sockets refuses FI_PEER")
     } else if util == Some("ofi_rxd") {
         // rxd binds counters with util's generic bind, whose increments go through the
         // counter's own `add`, which util's peer counters do not implement.
-        Err("rxd counts through its counter's own add, which a peer counter drops")
+        Counting::CoreCounter(
+            "rxd counts through its counter's own add, which a peer counter drops",
+        )
     } else if util == Some("ofi_rxm") && api < Api::V2_0 {
         // rxm calls the owner's `inc` only from 2.0; before, it counts through its counter's
         // `add`, a stub in util's peer counters: it accepts FI_PEER and loses every count.
-        Err(
+        Counting::CoreCounter(
             "rxm before libfabric 2.0 counts through its counter's own add, which a peer counter drops",
         )
     } else {
-        Ok(())
+        Counting::Peer
     }
 }
 
@@ -325,17 +352,26 @@ mod tests {
 
     #[test]
     fn no_core_is_fed_through_a_peer_counter_that_drops_counts() {
+        let peer = |core, major, minor| counting(core, Api::new(major, minor)).peer_flag();
         for core in ["shm", "tcp", "tcp;ofi_rxm", "udp;ofi_rxd", "sockets"] {
-            assert!(counting(core, Api::new(1, 17)).is_err(), "{core} at 1.17");
-            assert!(counting(core, Api::new(1, 18)).is_err(), "{core} at 1.18");
+            assert!(!peer(core, 1, 17), "{core} at 1.17");
+            assert!(!peer(core, 1, 18), "{core} at 1.18");
         }
-        assert!(counting("shm", Api::new(1, 19)).is_ok());
-        assert!(counting("shm", Api::new(1, 22)).is_ok());
-        assert!(counting("tcp;ofi_rxm", Api::new(1, 22)).is_err());
-        assert!(counting("verbs;ofi_rxm", Api::new(1, 22)).is_err());
-        assert!(counting("tcp;ofi_rxm", Api::new(2, 0)).is_ok());
-        assert!(counting("udp;ofi_rxd", Api::new(2, 5)).is_err());
-        assert!(counting("tcp", Api::new(2, 1)).is_ok());
+        assert_eq!(counting("shm", Api::new(1, 19)), Counting::Peer);
+        assert_eq!(counting("shm", Api::new(1, 22)), Counting::Peer);
+        assert!(!peer("tcp;ofi_rxm", 1, 22));
+        assert!(!peer("verbs;ofi_rxm", 1, 22));
+        assert_eq!(counting("tcp;ofi_rxm", Api::new(2, 0)), Counting::Peer);
+        assert!(!peer("udp;ofi_rxd", 2, 5));
+        assert!(!peer("sockets", 2, 5));
+        assert_eq!(
+            counting("tcp", Api::new(1, 17)),
+            Counting::OwnAdd { peer_flag: false }
+        );
+        assert_eq!(
+            counting("tcp", Api::new(2, 1)),
+            Counting::OwnAdd { peer_flag: true }
+        );
     }
 
     #[test]

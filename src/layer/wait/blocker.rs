@@ -17,7 +17,7 @@
 use super::bell::BellBlocker;
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook;
-use crate::boundary::versions::{self, Api};
+use crate::boundary::versions::{self, Api, Counting};
 use crate::engine::{Blocker, EventFd, Room, Token, epoll_ctl, sleep_until_readable};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
@@ -66,28 +66,28 @@ pub fn plan_for(core: &str) -> Plan {
     }
 }
 
-/// Whether the core counts through a peer counter's `inc` when asked to (FI_PEER), under the
-/// running libfabric (`boundary::versions::counting` decides; this says it in the log). Where
-/// it does not, the core gets a counter of its own that rscntr reads (and that signals the
-/// wait set on every count).
+/// Whether the core counter is opened with FI_PEER, under the running libfabric
+/// (`boundary::versions::counting` decides; this says in the log which path serves). Where it
+/// is not, the core gets a counter of its own that rscntr reads (and that signals the wait set
+/// on every count).
 pub fn peer_counters_work(core: &str) -> bool {
     let api = Api::running();
-    match versions::counting(core, api) {
-        Ok(()) => {
-            fi_info!(
-                Domain,
-                "counters over {core} (libfabric {api}): the core counts into rscntr's through FI_PEER"
-            );
-            true
-        }
-        Err(why) => {
-            fi_info!(
-                Domain,
-                "counters over {core} (libfabric {api}): rscntr takes in a core counter's counts ({why})"
-            );
-            false
-        }
+    let path = versions::counting(core, api);
+    match path {
+        Counting::Peer => fi_info!(
+            Domain,
+            "counters over {core} (libfabric {api}): the core counts into rscntr's through FI_PEER"
+        ),
+        Counting::OwnAdd { .. } => fi_info!(
+            Domain,
+            "counters over {core} (libfabric {api}): the core counts through its counter's own add, which rscntr points at its counter"
+        ),
+        Counting::CoreCounter(why) => fi_info!(
+            Domain,
+            "counters over {core} (libfabric {api}): rscntr takes in a core counter's counts ({why})"
+        ),
     }
+    path.peer_flag()
 }
 
 /// A core domain's own `cq_open`.
