@@ -48,6 +48,13 @@ field() { # <file> <key> <n>: the n-th value after key
     awk -v k="$2" -v n="$3" '$1 == k { print $(n + 1); exit }' "$1"
 }
 cpu() { awk '$1 == "wake_us" { for (i = 2; i <= NF; i++) if ($i ~ /^cpu_us=/) { sub(/cpu_us=/, "", $i); print $i } }' "$1"; }
+# why a run has no figure: its first "unsupported" or "noresult" line, or how it ended
+why() { # <file>
+    local w
+    w=$(awk '$1 == "unsupported" || $1 == "noresult" { $1 = $1 ": "; print; exit }' "$1")
+    [ -n "$w" ] || w=$(grep -m1 '^exit' "$1")
+    echo "${w:-no output}"
+}
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 rows=() i=0
@@ -65,7 +72,10 @@ for rt in "${RUNTIMES[@]}"; do
         pc=$(field "$a" wake_us 2) pr=$(field "$b" wake_us 2)
         cc=$(cpu "$a") cr=$(cpu "$b")
         qc=$(field "$a" pp_us 1) qr=$(field "$b" pp_us 1)
-        rows+=("| $version | \`$core\` | ${wc:-–} / ${pc:-–} | ${wr:-–} / ${pr:-–} | $(ratio "${wr:-0}" "${wc:-0}") | ${cc:-–} | ${cr:-–} | ${qc:-–} | ${qr:-–} | $(ratio "${qr:-0}" "${qc:-0}") |")
+        # a side without a figure says why (1.17's sockets fails its own timed waits)
+        [ -n "$wc" ] || wc="no result ($(why "$a"))"
+        [ -n "$wr" ] || wr="no result ($(why "$b"))"
+        rows+=("| $version | \`$core\` | $wc${pc:+ / $pc} | $wr${pr:+ / $pr} | $(ratio "${wr:-0}" "${wc:-0}") | ${cc:-–} | ${cr:-–} | ${qc:-–} | ${qr:-–} | $(ratio "${qr:-0}" "${qc:-0}") |")
     done
 done
 
