@@ -50,8 +50,8 @@ step versions "prov_test built on the 1.17 headers over every core, libfabric 1.
     prov_test_1x_over_cores "$LF117" "${CORES_1X[@]}"
 step versions "prov_test built on the 1.17 headers over every core, libfabric 1.22.0 (the mpich==4.3.2 wheel)" \
     prov_test_1x_over_cores "$LF122" "${CORES_1X[@]}"
-step versions "prov_test built on the 1.17 headers over shm, tcp, tcp;ofi_rxm, libfabric 2.1 (an application built on Debian 12, a newer library)" \
-    prov_test_1x_over_cores "$LF21" shm tcp "tcp;ofi_rxm"
+step versions "prov_test built on the 1.17 headers over shm and tcp;ofi_rxm, libfabric 2.1 (an application built on Debian 12, a newer library)" \
+    prov_test_1x_over_cores "$LF21" shm "tcp;ofi_rxm"
 step prov "examples, libfabric 2.1" timeout 900 examples/run.sh "$LF21"
 step prov "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh "$LF25"
 
