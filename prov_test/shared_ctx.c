@@ -31,18 +31,6 @@
 
 static uint64_t target[2], source[2] = { 0x1122334455667788ull, 5 };
 
-/* Set for a run of the core alone that is shown, not held: what it does is the core's. */
-static int shown_only;
-#define HELD_CHECK(cond, ...)                                                             \
-	do {                                                                              \
-		if (shown_only && !(cond)) {                                              \
-			printf("shared_ctx: (the core alone, not held) " __VA_ARGS__);    \
-			printf("\n");                                                     \
-		} else {                                                                  \
-			CHECK(cond, __VA_ARGS__);                                         \
-		}                                                                         \
-	} while (0)
-
 static struct fi_info *getinfo(const char *prov)
 {
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
@@ -123,15 +111,15 @@ static void run(const char *label, struct fi_info *info, int second_enable, ssiz
 	uint64_t want = (*wret == 0) + (*aret == 0);
 	if (want) {
 		int ret = fi_cntr_wait(cntr, want, 10000);
-		HELD_CHECK(ret == 0, "%s: fi_cntr_wait(%lu) returned %d (%s), counter %lu, errors %lu", label,
+		CHECK(ret == 0, "%s: fi_cntr_wait(%lu) returned %d (%s), counter %lu, errors %lu", label,
 		      (unsigned long) want, ret, fi_strerror(-ret), (unsigned long) fi_cntr_read(cntr),
 		      (unsigned long) fi_cntr_readerr(cntr));
 	}
 	*count = fi_cntr_read(cntr);
 	if (*wret == 0)
-		HELD_CHECK(target[0] == source[0], "%s: write delivered %#lx", label, (unsigned long) target[0]);
+		CHECK(target[0] == source[0], "%s: write delivered %#lx", label, (unsigned long) target[0]);
 	if (*aret == 0)
-		HELD_CHECK(target[1] == source[1], "%s: atomic delivered %lu", label, (unsigned long) target[1]);
+		CHECK(target[1] == source[1], "%s: atomic delivered %lu", label, (unsigned long) target[1]);
 	printf("shared_ctx: %s: inject_write %zd, inject_atomic %zd, counter %lu\n", label, *wret,
 	       *aret, (unsigned long) *count);
 out:
@@ -215,15 +203,20 @@ int main(void)
 	CHECK(wret == -FI_EOPBADSTATE && aret == -FI_EOPBADSTATE,
 	      "sockets directly: inject_write %zd, inject_atomic %zd: the core no longer needs the "
 	      "second enable (rscntr's repeat in src/layer/bind.rs may go)", wret, aret);
-	/* What SOS itself does on sockets: the baseline for rscntr's repeat below. libfabric 1.x's
-	 * sockets loses or delays the atomic here by itself (1.17: its counter reaches 2 only after
-	 * a 10 s wait, or never): there the baseline is shown, not held. */
-	shown_only = fi_version() < FI_VERSION(2, 0);
-	run("sockets directly, the application's second enable", direct, 1, &wret, &aret, &count);
-	HELD_CHECK(wret == 0 && aret == 0 && count == 2, "sockets directly, two enables: "
-		   "inject_write %zd, inject_atomic %zd, counter %lu (want 0, 0, 2)", wret, aret,
-		   (unsigned long) count);
-	shown_only = 0;
+	/* What SOS itself does on sockets: the baseline for rscntr's repeat below. libfabric 1.17's
+	 * sockets fails it by itself (its counter reaches 2 only after a 10 s wait, or never, and
+	 * now and then its progress thread crashes afterwards; 1.22's passes): there it is not
+	 * run. */
+	if (fi_version() >= FI_VERSION(1, 22)) {
+		run("sockets directly, the application's second enable", direct, 1, &wret, &aret, &count);
+		CHECK(wret == 0 && aret == 0 && count == 2, "sockets directly, two enables: "
+		      "inject_write %zd, inject_atomic %zd, counter %lu (want 0, 0, 2)", wret, aret,
+		      (unsigned long) count);
+	} else {
+		printf("shared_ctx: sockets directly with the application's second enable not run: "
+		       "libfabric %u.%u's sockets fails it alone\n", FI_MAJOR(fi_version()),
+		       FI_MINOR(fi_version()));
+	}
 	run_sep("scalable endpoint on sockets directly", direct);
 	fi_freeinfo(direct);
 
