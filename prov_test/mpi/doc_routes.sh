@@ -118,26 +118,26 @@ ompi_include() { # <log> [-x VAR=value...]
     timeout 300 "$OMPI_VENV/bin/mpirun" -np 2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include rscntr \
         --mca mtl_ofi_verbose 1 "$@" -x FI_PROVIDER_PATH="$PROV_DIR" -x FI_LOG_LEVEL=info "$OMPI_BIN" >"$log" 2>&1
 }
+# One Open MPI run of part_ompi_include, said and judged: it passed, and the mtl picked rscntr.
+ompi_judged() { # <label> <exit status> <log>
+    local label=$1 rc=$2 log=$3 core
+    core=$(grep -a 'mtl:ofi:provider: ' "$log" | head -1 | sed 's/.*mtl:ofi:provider: //')
+    echo "-- $label: exit $rc, $(grep -a -m1 -E '^(PASS|FAIL)' "$log"), the mtl's provider: ${core:-none}, rscntr over core: $(cores_of "$log")"
+    [ "$rc" -eq 0 ] && grep -aq '^PASS: errors=0' "$log" || bad "failed"
+    [ "$core" = rscntr ] || bad "Open MPI's mtl did not pick rscntr"
+}
 part_ompi_include() {
     echo "== Open MPI: mtl_ofi_provider_include rscntr alone, no FI_PROVIDER"
-    local log=$TMP/ompi-default.log rc core
+    local log=$TMP/ompi-default.log
     # No core named: rscntr's default. In a namespace with only loopback (tcp;ofi_rxm works there).
     timeout 300 prov_test/loopback_only.sh env -u FI_PROVIDER -u FI_RSCNTR_CORE bash -c \
         "$(declare -f ompi_include); OMPI_VENV='$OMPI_VENV' PROV_DIR='$PROV_DIR' OMPI_BIN='$OMPI_BIN' ompi_include '$log'"
-    rc=$?
-    core=$(grep -a 'mtl:ofi:provider: ' "$log" | head -1 | sed 's/.*mtl:ofi:provider: //')
-    echo "-- no core named: exit $rc, $(grep -a -m1 -E '^(PASS|FAIL)' "$log"), the mtl's provider: ${core:-none}, rscntr over core: $(cores_of "$log")"
-    [ $rc -eq 0 ] && grep -aq '^PASS: errors=0' "$log" || bad "failed"
-    [ "$core" = rscntr ] || bad "Open MPI's mtl did not pick rscntr"
+    ompi_judged "no core named" $? "$log"
     grep -aq 'opened fabric "[^"]*" over core tcp;ofi_rxm' "$log" || bad "rscntr's default core was not tcp;ofi_rxm"
     # A core named: tcp (outside a namespace, as the mpi step does).
     log=$TMP/ompi-tcp.log
     env -u FI_PROVIDER bash -c "$(declare -f ompi_include); OMPI_VENV='$OMPI_VENV' PROV_DIR='$PROV_DIR' OMPI_BIN='$OMPI_BIN' ompi_include '$log' -x FI_RSCNTR_CORE=tcp"
-    rc=$?
-    core=$(grep -a 'mtl:ofi:provider: ' "$log" | head -1 | sed 's/.*mtl:ofi:provider: //')
-    echo "-- FI_RSCNTR_CORE=tcp: exit $rc, $(grep -a -m1 -E '^(PASS|FAIL)' "$log"), the mtl's provider: ${core:-none}, rscntr over core: $(cores_of "$log")"
-    [ $rc -eq 0 ] && grep -aq '^PASS: errors=0' "$log" || bad "failed"
-    [ "$core" = rscntr ] || bad "Open MPI's mtl did not pick rscntr"
+    ompi_judged "FI_RSCNTR_CORE=tcp" $? "$log"
     grep -aq 'opened fabric "[^"]*" over core tcp$' "$log" || bad "rscntr did not serve over tcp"
 }
 
