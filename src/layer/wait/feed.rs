@@ -297,8 +297,9 @@ fn open_core_cntr_on(
         let peer = (&mut *ctx as *mut peer_sys::fi_peer_cntr_context).cast();
         match open(&mut attr, peer) {
             Ok(out) => return Ok((out, ctx, true)),
-            // A core without peer counters (sockets) counts in a counter of its own; `sync`
-            // takes in its increases.
+            // A core that refuses FI_PEER where `boundary::versions::counting` expected it
+            // (sockets never gets here any more) counts in a counter of its own; `sync` takes
+            // in its increases.
             Err(ret) => fi_info!(
                 Cntr,
                 "the core has no FI_PEER counters ({ret}); rscntr reads a core counter"
