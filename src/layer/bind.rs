@@ -162,14 +162,16 @@ pub unsafe fn patch_ep(
         let b = patch_fid(ep.cast(), home, core, Some((ops, orig)), core_info);
         (*ep).ops = &mut **(*b).ep_ops.as_mut().unwrap();
         (*b).flush_passes = flush_passes(core, core_info, 0);
-        if (trigger || rma)
-            && home.plan == super::wait::Plan::Bell
-            && home.waits_seen.load(std::sync::atomic::Ordering::Acquire)
-            && let Ok(bell) = home.waits().bell_blocker()
-        {
-            // Over shm in a domain that waits: ringing tables under the ones installed next,
-            // which call them as the core's (`wait/ring.rs`), published at FI_ENABLE.
-            *(*b).bell.lock() = EpBell::below(ep, bell);
+        if (trigger || rma) && home.plan == super::wait::Plan::Bell {
+            // Over shm: ringing tables under the ones installed next, which call them as the
+            // core's (`wait/ring.rs`); in a domain that waits, with its bell, published at
+            // FI_ENABLE.
+            let bell = home
+                .waits_seen
+                .load(std::sync::atomic::Ordering::Acquire)
+                .then(|| home.waits().bell_blocker().ok())
+                .flatten();
+            *(*b).bell.lock() = EpBell::below(ep, bell, home.peers.clone());
         }
         if rma {
             let op_flags = core_info
@@ -670,8 +672,9 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
 }
 
 /// The doorbell of an endpoint about to be enabled over shm: the domain's bell, published under
-/// the endpoint's address, when the domain waits; otherwise the domain's waits learn that an
-/// endpoint of theirs does not ring.
+/// the endpoint's address, when the domain waits; otherwise none (the domain's waits learn that
+/// an endpoint of theirs is not rung), and a name file saying that the endpoint rings its
+/// peers' bells (`wait/ring.rs`).
 ///
 /// # Safety
 /// `ep` is an open core endpoint of the domain of `home`.
@@ -679,22 +682,25 @@ unsafe fn publish_bell(
     home: &CoreHome,
     ep: *mut ofi::fid_ep,
     hints: u128,
-) -> Option<(
-    std::sync::Arc<super::wait::bell::BellBlocker>,
+) -> (
+    Option<std::sync::Arc<super::wait::bell::BellBlocker>>,
     Option<super::wait::bell::NameFile>,
-)> {
+) {
     let waits = home.waits();
     if !home.waits_seen.load(std::sync::atomic::Ordering::Acquire) {
         waits.without_bell();
-        return None;
+        // SAFETY: caller's contract.
+        return (None, unsafe { EpBell::publish_ringer(ep) });
     }
-    let blocker = waits.bell_blocker().ok()?;
+    let Ok(blocker) = waits.bell_blocker() else {
+        return (None, None);
+    };
     // SAFETY: caller's contract.
     let name = unsafe { EpBell::publish(ep, &blocker, hints) };
     if name.is_none() {
         blocker.fall_back("an endpoint of this domain without a published doorbell");
     }
-    Some((blocker, name))
+    (Some(blocker), name)
 }
 
 /// An endpoint's fi_control: the core's, noting FI_ENABLE. Until its endpoints are enabled, a
@@ -726,8 +732,8 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
         // An enable holds the lock across the core's call, so that a bind racing it (see
         // bind_core_fid) sees whether the core has enabled the endpoint.
         let mut enabling = (command as u32 == ofi::FI_ENABLE).then(|| b.bound.lock());
-        // Over shm, in a domain that waits: the doorbell published before the core enables
-        // (`wait/ring.rs`).
+        // Over shm: the doorbell published before the core enables, in a domain that waits;
+        // ringing tables after, in every domain (`wait/ring.rs`).
         // SAFETY: the home outlives its endpoints.
         let home = unsafe { &*b.home };
         let bell = match &enabling {
@@ -736,15 +742,16 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
                 let hints = bound.cntrs.iter().fold(0, |h, c| h | unsafe { (**c).bell_hint() });
                 if b.trigger.is_null() && b.rma_ep.is_null() {
                     // SAFETY: an open endpoint of this domain (only endpoints reach this far).
-                    unsafe { publish_bell(home, fid.cast(), hints) }
+                    Some(unsafe { publish_bell(home, fid.cast(), hints) })
                 } else {
                     // Its tables are rscntr's own (triggered operations, remote-access events):
-                    // ringing tables went under them at its open if the domain waited then.
+                    // ringing tables went under them at its open, with the domain's bell if it
+                    // waited then.
                     let mut below = b.bell.lock();
                     // SAFETY: as above.
                     let published = below.as_mut().is_some_and(|e| unsafe { e.published(fid.cast(), hints) });
                     if !published {
-                        let why = if below.is_some() { "without a published doorbell" } else { "opened before the domain waited" };
+                        let why = if below.as_ref().is_some_and(EpBell::has_bell) { "without a published doorbell" } else { "opened before the domain waited" };
                         match home.bell.lock().as_ref() {
                             Some(bell) => bell.fall_back(&format!("an endpoint of triggered operations {why}")),
                             None => home.waits().without_bell(),
@@ -762,7 +769,8 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
         {
             let av = b.av.load(std::sync::atomic::Ordering::Acquire);
             // SAFETY: enabled just now; the application has not had the enable's return yet.
-            *b.bell.lock() = Some(unsafe { EpBell::ring(fid.cast(), av, blocker, name) });
+            *b.bell.lock() =
+                Some(unsafe { EpBell::ring(fid.cast(), av, blocker, home.peers.clone(), name) });
         }
         if ret == 0
             && let Some(bound) = enabling.as_mut()

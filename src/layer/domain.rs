@@ -169,6 +169,7 @@ pub unsafe fn patch(
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
                 bell: parking_lot::Mutex::new(None),
+                peers: Default::default(),
                 // rscntr's progress thread waits on the domain's behalf.
                 waits_seen: std::sync::atomic::AtomicBool::new(auto_progress),
                 unbelled: std::sync::atomic::AtomicBool::new(false),

@@ -5,6 +5,7 @@ use super::progress::{self, DrivenDomain};
 use super::rma_event::RmaEvents;
 use super::trigger::Deferred;
 use super::wait::bell::BellBlocker;
+use super::wait::peers::DomainPeers;
 use super::wait::{CntrOpenFn, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set};
 use crate::cntr::{CntrHome, Slots};
 use crate::engine::progress::Driven;
@@ -35,6 +36,9 @@ pub struct CoreHome {
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
     /// The domain's doorbell over shm (`wait/bell.rs`), made at the first use.
     pub bell: Mutex<Option<Arc<BellBlocker>>>,
+    /// The peers the domain's endpoints have mapped over shm (`wait/peers.rs`): rung by
+    /// whoever completes work toward them, whether this domain waits or not.
+    pub peers: Arc<DomainPeers>,
     /// A counter or CQ with a wait object was opened in the domain: its endpoints enabled from
     /// now on publish a doorbell and ring their peers' (`wait/ring.rs`).
     pub waits_seen: std::sync::atomic::AtomicBool,
@@ -122,6 +126,7 @@ impl CoreHome {
             room: &self.room,
             closing: &self.deferred.closing,
             bell: &self.bell,
+            peers: &self.peers,
             unbelled: &self.unbelled,
             fd_held_plainly: &self.fd_held_plainly,
         }

@@ -53,12 +53,18 @@
 //!   page but the words it swaps (armed, ringer's CPU, hints, slots): a peer writing garbage makes
 //!   spurious rings or missed ones (bounded above), or progress calls on the wrong counter.
 
+use super::bell_files::{
+    HINT_ALL, HINT_SLOTS, Hints, Mutex, PAGE, Page, join_hints, last_error, shared_page,
+    wake_socket,
+};
+pub use super::bell_files::{NameFile, uninstall_cleanup};
+use super::peers::DomainPeers;
 use crate::boundary::ffi::err;
 use crate::engine::{Blocker, EventFd, Room, Token, bell, futex, poll_which};
 use crate::{fi_info, fi_warn};
-use std::ffi::{CStr, CString, c_int};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::SeqCst};
+use std::ffi::c_int;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 /// The longest sleep of a waiter whose peers all ring: a bound against peers that died or
@@ -75,156 +81,16 @@ pub const PULL_MAX: Duration = Duration::from_millis(1);
 const ACTIVE: Duration = Duration::from_micros(500);
 /// A sleep that lasts this long is idleness (the pull shrinks).
 const IDLE: Duration = Duration::from_millis(5);
-/// The peers `ring_back` walks without a lock (the rest under it).
-const RING_LIST: usize = 64;
 /// A yield that takes longer ran another thread on this CPU (a yield alone takes about 1 µs).
 const SHARED_YIELD: Duration = Duration::from_micros(3);
 /// The longest sleep once a peer that does not ring has been seen.
 pub const FALLBACK_SLEEP: Duration = Duration::from_millis(1);
-
-/// The start of the names of the files in /dev/shm that name bells.
-pub const NAME_PREFIX: &str = "rscntr_bell_";
-const SHM_DIR: &str = "/dev/shm/";
-const MAGIC: u64 = u64::from_le_bytes(*b"RSCNBEL1");
-/// 2: the armed word holds one bit per way of sleeping (`engine::bell::SOCKET`, `FUTEX`).
-/// 3: a ringer leaves hints (the page's `hints`, the record's `hints`).
-/// 4: a ringer of the futex way leaves `engine::bell::RUNG`, and every worker that finds the
-/// word not 0 hints ([`HINT_ALL`] when its record has no bits).
-/// 5: the page's slot words (one bit per feed slot, see [`SlotBlocker`]), rung after the armed
-/// word.
-const VERSION: u32 = 5;
-/// Feeds of a domain that ringers can hint at (one bit each in a 128-bit [`Hints`], the last
-/// bit being [`HINT_ALL`]).
-const HINT_SLOTS: usize = 127;
-/// Feed slots, one bit each (see [`HINT_SLOTS`]).
-pub type Hints = u128;
-/// The hint of work for a feed with no bit of its own (or for an endpoint with no counter
-/// bound): every feed of the domain.
-const HINT_ALL: Hints = 1 << HINT_SLOTS;
-/// The page's slot words: one bit per feed slot of the first [`HINT_SLOTS`], 32 to a word.
-const SLOT_WORDS: usize = HINT_SLOTS.div_ceil(32);
 /// The longest sleep of a thread asleep on its slot ([`SlotBlocker`]): a bound against peers
 /// that died or wrote garbage, as [`NORMAL_SLEEP`] is for the armed word, longer because each
 /// waiter of a domain sleeps on its own: at 250 ms, 64 idle waiters (`bench/growth.c -m waiters
 /// -N 64` over shm) woke 3 of them per 25 ms window and cost 216 µs of CPU per window, 50 at 1 s
 /// (as the room's one leader at 50 ms).
 pub const SLOT_SLEEP: Duration = Duration::from_millis(1000);
-const PAGE: usize = 4096;
-/// The longest abstract socket address (`sun_path`).
-const ADDR_MAX: usize = 108;
-
-/// The shared page of a domain's bell.
-#[repr(C)]
-struct Page {
-    magic: u64,
-    version: u32,
-    /// Bytes of `addr` in use (the abstract name, its leading NUL included).
-    addr_len: u32,
-    addr: [u8; ADDR_MAX],
-    _pad: [u8; 256 - 16 - ADDR_MAX],
-    /// The armed word, on a cache line of its own.
-    armed: bell::AtomicU32,
-    /// 1 + the CPU of the last peer that rang the futex way (0: none since the sleeper
-    /// looked): see `BellBlocker::note_the_ringers_cpu`.
-    ringer_cpu: bell::AtomicU32,
-    /// Where a ringer's operation landed: one bit per feed slot of this domain (see
-    /// [`BellBlocker::add_feed`]), set by the ringer before it disarms the word, taken by the
-    /// thread its ring wakes (`BellBlocker::progress_hinted`).
-    hints: [std::sync::atomic::AtomicU64; 2],
-    /// One bit per feed slot whose counter's waiter sleeps on its own ([`SlotBlocker`]):
-    /// armed by that waiter, cleared by the ringer that wakes it alone.
-    slots: [bell::AtomicU32; SLOT_WORDS],
-}
-
-impl Page {
-    /// The armed word as the kernel's futex calls take it (an AtomicU32 has the layout of a
-    /// u32).
-    fn armed_word(&self) -> *const u32 {
-        std::ptr::from_ref(&self.armed).cast()
-    }
-
-    /// Before a futex wake: where the woken thread should not stay (see
-    /// `leave_the_ringers_cpu`), the ringer's CPU.
-    fn note_ringers_cpu(&self) {
-        // SAFETY: no arguments.
-        let cpu = unsafe { libc::sched_getcpu() };
-        self.ringer_cpu.store(cpu.wrapping_add(1) as u32, SeqCst);
-    }
-}
-
-/// What a bell's name file holds.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct NameRecord {
-    magic: u64,
-    version: u32,
-    pid: u32,
-    /// The creator's pid namespace (the inode of /proc/self/ns/pid): its pid means nothing in
-    /// another.
-    pid_ns: u64,
-    /// The memfd's descriptor number in the creator.
-    fd: i32,
-    _pad: u32,
-    /// What a peer that rings after an operation toward this endpoint sets in the page's
-    /// `hints`: the bits of the feed slots of the counters bound to the endpoint (low, high
-    /// halves of the [`Hints`]).
-    hints: [u64; 2],
-}
-
-/// std's mutex, whatever a panicking holder left: not parking_lot's, whose parking (the feeds
-/// and peers are contended by a room's members) allocates a process-wide table that would
-/// outlive the DSO.
-struct Mutex<T>(std::sync::Mutex<T>);
-
-impl<T> Mutex<T> {
-    const fn new(v: T) -> Self {
-        Mutex(std::sync::Mutex::new(v))
-    }
-    fn lock(&self) -> std::sync::MutexGuard<'_, T> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-fn last_error() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
-fn pid_ns() -> u64 {
-    std::fs::metadata("/proc/self/ns/pid")
-        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-        .unwrap_or(0)
-}
-
-/// An shm address as shm names its region: up to its first NUL, without the `fi_shm://` or
-/// `fi_ns://` prefix (an endpoint's own name has it, a peer's AV entry not always).
-fn bare_name(addr: &[u8]) -> &[u8] {
-    let end = addr.iter().position(|&b| b == 0).unwrap_or(addr.len());
-    let a = &addr[..end];
-    [&b"fi_shm://"[..], &b"fi_ns://"[..]]
-        .iter()
-        .find_map(|p| a.strip_prefix(*p))
-        .unwrap_or(a)
-}
-
-/// FNV-1a of an shm address (see [`bare_name`]), for the name file.
-fn name_hash(addr: &[u8]) -> u64 {
-    bare_name(addr)
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-        })
-}
-
-/// The name file of the bell of the endpoint whose shm address is `addr`.
-fn name_path(addr: &[u8]) -> CString {
-    // SAFETY: no arguments.
-    let uid = unsafe { libc::geteuid() };
-    CString::new(format!(
-        "{SHM_DIR}{NAME_PREFIX}{uid}_{:016x}",
-        name_hash(addr)
-    ))
-    .expect("no NUL in a formatted path")
-}
 
 // ---- The receiving side: a domain's bell ------------------------------------------------
 
@@ -236,8 +102,6 @@ pub struct BellBlocker {
     page: *mut Page,
     /// The page's memfd, kept open: peers open it through /proc/<pid>/fd/<n>.
     memfd: OwnedFd,
-    /// Its (device, inode), how a mapping of it is known as the domain's own.
-    file: (u64, u64),
     /// The longest sleep, in nanoseconds ([`NORMAL_SLEEP`] or [`FALLBACK_SLEEP`]).
     cap_ns: AtomicU64,
     /// The last sleep ended by the bell's own bound, not by a ring (see `unrung_arrival`).
@@ -252,11 +116,9 @@ pub struct BellBlocker {
     /// by slot: a feed keeps its slot while it lives (its bit in the page's `hints`); a closed
     /// feed's slot is empty until a new feed takes it.
     feeds: Mutex<Feeds>,
-    /// The peers the domain's endpoints have mapped, rung after a waiter's pull when armed.
-    peers: Mutex<Vec<std::sync::Arc<PeerTable>>>,
-    /// The first [`RING_LIST`] of those peers, for `ring_back` without a lock.
-    ring_list: [AtomicPtr<PeerBell>; RING_LIST],
-    ring_list_len: std::sync::atomic::AtomicUsize,
+    /// The peers the domain's endpoints have mapped, rung after a waiter's pull when armed
+    /// (the domain's, which it has whether it waits or not).
+    peers: std::sync::Arc<DomainPeers>,
     room: std::sync::Arc<Room>,
 }
 
@@ -284,7 +146,10 @@ impl Feeds {
 }
 
 impl BellBlocker {
-    pub fn new(room: std::sync::Arc<Room>) -> Result<BellBlocker, c_int> {
+    pub fn new(
+        room: std::sync::Arc<Room>,
+        peers: std::sync::Arc<DomainPeers>,
+    ) -> Result<BellBlocker, c_int> {
         let socket = wake_socket().map_err(|e| {
             fi_warn!(Domain, "cannot make the doorbell's wake socket: {e}");
             err::EOTHER
@@ -304,20 +169,18 @@ impl BellBlocker {
             );
             return Err(err::EOTHER);
         }
+        peers.set_own((st.st_dev, st.st_ino));
         Ok(BellBlocker {
             socket,
             page,
             memfd,
-            file: (st.st_dev, st.st_ino),
             cap_ns: AtomicU64::new(NORMAL_SLEEP.as_nanos() as u64),
             unrung_wake: AtomicBool::new(false),
             pull_ns: AtomicU64::new(PULL_BEFORE_SLEEP.as_nanos() as u64),
             unrung_arrivals: std::sync::atomic::AtomicU32::new(0),
             said_fallback: AtomicBool::new(false),
             feeds: Mutex::new(Feeds::default()),
-            peers: Mutex::new(Vec::new()),
-            ring_list: [const { AtomicPtr::new(std::ptr::null_mut()) }; RING_LIST],
-            ring_list_len: std::sync::atomic::AtomicUsize::new(0),
+            peers,
             room,
         })
     }
@@ -559,17 +422,6 @@ impl BellBlocker {
         }
     }
 
-    /// The peers an endpoint of the domain rings through its AV `av` (one table per AV).
-    pub fn peers_of(&self, av: usize) -> std::sync::Arc<PeerTable> {
-        let mut peers = self.peers.lock();
-        if let Some(t) = peers.iter().find(|t| t.av == av) {
-            return t.clone();
-        }
-        let t = std::sync::Arc::new(PeerTable::new(av));
-        peers.push(t.clone());
-        t
-    }
-
     /// What arming drives: every bound counter's endpoints (shm progresses each endpoint on
     /// its own), then a ring to each mapped peer that is armed (what the progress answered may
     /// be what it waits for).
@@ -584,58 +436,10 @@ impl BellBlocker {
         self.ring_back();
     }
 
-    /// Rings each peer the domain's endpoints have mapped that is armed.
+    /// Rings each peer the domain's endpoints have mapped that is armed (see
+    /// [`DomainPeers::ring_back`]).
     pub fn ring_back(&self) {
-        let n = self
-            .ring_list_len
-            .load(std::sync::atomic::Ordering::Acquire);
-        if n == 0 {
-            return;
-        }
-        // One fence for all the loads (see `engine::bell::rings`): what this thread's progress
-        // published comes before them.
-        std::sync::atomic::fence(SeqCst);
-        for slot in &self.ring_list[..n] {
-            let p = slot.load(std::sync::atomic::Ordering::Acquire);
-            // SAFETY: a peer of one of this blocker's tables, which the blocker keeps (and the
-            // tables their peers) until it is dropped.
-            if let Some(p) = unsafe { p.as_ref() } {
-                p.ring_if_armed_fenced();
-            }
-        }
-        if n == RING_LIST {
-            // More peers than the list holds: every peer of every table the slow way (the
-            // list's own twice: a word swapped to 0 rings once). Lock order: the blocker's
-            // peers, then a table's (`PeerTable::slow` lets go of the table's before it lists).
-            for t in self.peers.lock().iter() {
-                t.ring_armed(self);
-            }
-        }
-    }
-
-    /// Whether `peer` is this bell, mapped by an endpoint of the domain that sends to another
-    /// endpoint of it (MPI ranks put their own address in their AV).
-    fn is_own(&self, peer: &PeerBell) -> bool {
-        peer.file == self.file
-    }
-
-    /// A peer just mapped by a table of this blocker: on the list `ring_back` walks. Never the
-    /// domain's own bell ([`Self::is_own`]): `ring_back` follows a waiter's pull, and that
-    /// waiter has just armed its own word; ringing it would undo the arming (a datagram on its
-    /// own socket, its word cleared), and the waiter would never sleep. Work that its pull
-    /// completes for another waiter of the domain reaches it through the counters it moves
-    /// (they interrupt their sleeping leader); a send toward the domain's own endpoint still
-    /// rings it (`ring.rs`).
-    fn listed(&self, p: *const PeerBell) {
-        let _one_at_a_time = self.peers.lock();
-        let n = self
-            .ring_list_len
-            .load(std::sync::atomic::Ordering::Acquire);
-        if n < RING_LIST {
-            self.ring_list[n].store(p.cast_mut(), std::sync::atomic::Ordering::Release);
-            self.ring_list_len
-                .store(n + 1, std::sync::atomic::Ordering::Release);
-        }
+        self.peers.ring_back();
     }
 
     fn drain_socket(&self) -> bool {
@@ -986,720 +790,6 @@ fn leave_the_ringers_cpu() {
     }
 }
 
-/// A non-blocking datagram socket bound to an abstract address the kernel picks.
-fn wake_socket() -> std::io::Result<OwnedFd> {
-    // SAFETY: no memory arguments; the result is checked.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(last_error());
-    }
-    // SAFETY: a fresh descriptor nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: an all-zero sockaddr_un is valid.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    // Binding only the family autobinds to an abstract address (unix(7)).
-    // SAFETY: addr lives across the call; the length covers the family only.
-    let ret = unsafe {
-        libc::bind(
-            fd,
-            (&addr as *const libc::sockaddr_un).cast(),
-            std::mem::size_of::<libc::sa_family_t>() as libc::socklen_t,
-        )
-    };
-    if ret != 0 {
-        return Err(last_error());
-    }
-    Ok(sock)
-}
-
-/// The sealed memfd page naming `socket`'s address, mapped.
-fn shared_page(socket: &OwnedFd) -> std::io::Result<(OwnedFd, *mut Page)> {
-    // SAFETY: an all-zero sockaddr_un is valid.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    // SAFETY: addr and len live across the call.
-    if unsafe {
-        libc::getsockname(
-            socket.as_raw_fd(),
-            (&mut addr as *mut libc::sockaddr_un).cast(),
-            &mut len,
-        )
-    } != 0
-    {
-        return Err(last_error());
-    }
-    let path_len = (len as usize).saturating_sub(std::mem::size_of::<libc::sa_family_t>());
-    if path_len == 0 || path_len > ADDR_MAX {
-        return Err(std::io::Error::other("unexpected socket address"));
-    }
-    // SAFETY: a NUL-terminated name; no memory arguments otherwise.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"rscntr_bell".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return Err(last_error());
-    }
-    // SAFETY: a fresh descriptor nothing else owns.
-    let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: our descriptor.
-    if unsafe { libc::ftruncate(fd, PAGE as libc::off_t) } != 0 {
-        return Err(last_error());
-    }
-    // No peer may shrink it under a mapping (a fault on access) or grow it.
-    // SAFETY: our descriptor.
-    if unsafe {
-        libc::fcntl(
-            fd,
-            libc::F_ADD_SEALS,
-            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
-        )
-    } != 0
-    {
-        return Err(last_error());
-    }
-    let page = map_page(fd)?;
-    // SAFETY: a fresh mapping of PAGE bytes nobody else has opened yet.
-    unsafe {
-        let p = &mut *page;
-        p.magic = MAGIC;
-        p.version = VERSION;
-        p.addr_len = path_len as u32;
-        for (dst, src) in p.addr.iter_mut().zip(addr.sun_path.iter().take(path_len)) {
-            *dst = *src as u8;
-        }
-    }
-    Ok((memfd, page))
-}
-
-fn map_page(fd: RawFd) -> std::io::Result<*mut Page> {
-    // SAFETY: a descriptor of a file of at least PAGE bytes (checked by the callers).
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            PAGE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(last_error());
-    }
-    Ok(p.cast())
-}
-
-// ---- Name files, and their removal on fatal signals --------------------------------------
-
-/// An endpoint's name file, removed when dropped.
-pub struct NameFile {
-    path: CString,
-    slot: Option<usize>,
-}
-
-impl NameFile {
-    fn create(addr: &[u8], memfd: RawFd, hints: Hints) -> std::io::Result<NameFile> {
-        reap_stale();
-        let path = name_path(addr);
-        crate::fi_dbg!(
-            EpCtrl,
-            "doorbell published for {:?} as {path:?}",
-            String::from_utf8_lossy(bare_name(addr))
-        );
-        let record = NameRecord {
-            magic: MAGIC,
-            version: VERSION,
-            pid: std::process::id(),
-            pid_ns: pid_ns(),
-            fd: memfd,
-            _pad: 0,
-            hints: split_hints(hints),
-        };
-        // A file left by an endpoint of the same address (a process of a former run) goes.
-        for attempt in 0..2 {
-            // SAFETY: a NUL-terminated path.
-            let fd = unsafe {
-                libc::open(
-                    path.as_ptr(),
-                    libc::O_WRONLY
-                        | libc::O_CREAT
-                        | libc::O_EXCL
-                        | libc::O_NOFOLLOW
-                        | libc::O_CLOEXEC,
-                    0o600,
-                )
-            };
-            if fd < 0 {
-                let e = last_error();
-                if attempt == 0 && e.raw_os_error() == Some(libc::EEXIST) {
-                    // SAFETY: a NUL-terminated path.
-                    unsafe { libc::unlink(path.as_ptr()) };
-                    continue;
-                }
-                return Err(e);
-            }
-            // SAFETY: a fresh descriptor nothing else owns.
-            let file = unsafe { OwnedFd::from_raw_fd(fd) };
-            let bytes = std::mem::size_of::<NameRecord>();
-            // SAFETY: record lives across the call and is plain data.
-            let n = unsafe {
-                libc::write(
-                    file.as_raw_fd(),
-                    (&record as *const NameRecord).cast(),
-                    bytes,
-                )
-            };
-            if n != bytes as isize {
-                // SAFETY: a NUL-terminated path.
-                unsafe { libc::unlink(path.as_ptr()) };
-                return Err(last_error());
-            }
-            install_cleanup();
-            let slot = register(&path);
-            return Ok(NameFile { path, slot });
-        }
-        Err(std::io::Error::other("name file exists"))
-    }
-}
-
-impl Drop for NameFile {
-    fn drop(&mut self) {
-        if let Some(s) = self.slot {
-            CLEANUP[s].store(std::ptr::null_mut(), SeqCst);
-        }
-        // SAFETY: a NUL-terminated path.
-        unsafe { libc::unlink(self.path.as_ptr()) };
-    }
-}
-
-/// Name files to remove on a fatal signal: a fixed table a signal handler can walk without a
-/// lock or an allocation.
-const SLOTS: usize = 1024;
-static CLEANUP: [AtomicPtr<libc::c_char>; SLOTS] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
-const FATAL: [c_int; 4] = [libc::SIGBUS, libc::SIGSEGV, libc::SIGTERM, libc::SIGINT];
-
-/// The handlers the cleanup replaced, one per signal of [`FATAL`], written once before the
-/// cleanup's own handler is installed for that signal (`HAVE_OLD`), read by that handler.
-struct OldActions(std::cell::UnsafeCell<[std::mem::MaybeUninit<libc::sigaction>; 4]>);
-// SAFETY: each slot is written once, before its flag in HAVE_OLD is set and before the handler
-// that reads it is installed; never written again while a handler may run.
-unsafe impl Sync for OldActions {}
-static OLD: OldActions = OldActions(std::cell::UnsafeCell::new(
-    [std::mem::MaybeUninit::uninit(); 4],
-));
-static HAVE_OLD: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
-
-fn register(path: &CStr) -> Option<usize> {
-    let p = path.as_ptr().cast_mut();
-    let slot = CLEANUP.iter().position(|s| {
-        s.compare_exchange(std::ptr::null_mut(), p, SeqCst, SeqCst)
-            .is_ok()
-    });
-    if slot.is_none() {
-        fi_info!(
-            EpCtrl,
-            "more than {SLOTS} doorbells: this one's file is not removed on a crash"
-        );
-    }
-    slot
-}
-
-/// The action the cleanup replaced for `sig`, if it installed itself for it.
-fn old_action(sig: c_int) -> Option<*const libc::sigaction> {
-    let i = FATAL.iter().position(|s| *s == sig)?;
-    // SAFETY: the slot was written before its flag was set (see OldActions).
-    HAVE_OLD[i]
-        .load(SeqCst)
-        .then(|| unsafe { (*OLD.0.get())[i].as_ptr() })
-}
-
-extern "C" fn on_fatal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    for s in CLEANUP.iter() {
-        let p = s.swap(std::ptr::null_mut(), SeqCst);
-        if !p.is_null() {
-            // SAFETY: a registered NUL-terminated path (unlink is async-signal-safe).
-            unsafe { libc::unlink(p) };
-        }
-    }
-    // SAFETY: restores the handler this one replaced (or the default), then runs it as shm's
-    // own cleanup does: the previous handler's SA_SIGINFO function, or the signal raised again.
-    unsafe {
-        let Some(old) = old_action(sig) else {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
-            return;
-        };
-        libc::sigaction(sig, old, std::ptr::null_mut());
-        let h = (*old).sa_sigaction;
-        if (*old).sa_flags & libc::SA_SIGINFO != 0 && h != libc::SIG_DFL && h != libc::SIG_IGN {
-            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                std::mem::transmute(h);
-            f(sig, info, ctx);
-        } else {
-            libc::raise(sig);
-        }
-    }
-}
-
-static INSTALLED: Mutex<bool> = Mutex::new(false);
-
-fn install_cleanup() {
-    let mut installed = INSTALLED.lock();
-    if *installed {
-        return;
-    }
-    *installed = true;
-    for (i, sig) in FATAL.iter().enumerate() {
-        // SAFETY: an all-zero sigaction is valid; filled below.
-        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-        act.sa_sigaction = on_fatal as *const () as usize;
-        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-        // SAFETY: the slot is not read until its flag is set (see OldActions); act and the
-        // slot live across the call, which fills the slot with the action replaced.
-        let ret = unsafe { libc::sigaction(*sig, &act, (*OLD.0.get())[i].as_mut_ptr()) };
-        if ret != 0 {
-            fi_info!(
-                EpCtrl,
-                "cannot catch signal {sig} to remove doorbell files on a crash"
-            );
-            continue;
-        }
-        HAVE_OLD[i].store(true, SeqCst);
-    }
-}
-
-/// Puts back the handlers the cleanup replaced (where its own is still installed): the
-/// provider is being unloaded, and a handler must not outlive the code it runs.
-pub fn uninstall_cleanup() {
-    let mut installed = INSTALLED.lock();
-    if !*installed {
-        return;
-    }
-    for (i, sig) in FATAL.iter().enumerate() {
-        if !HAVE_OLD[i].load(SeqCst) {
-            continue;
-        }
-        // SAFETY: an all-zero sigaction is valid as an out value.
-        let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: reads the current action only.
-        unsafe { libc::sigaction(*sig, std::ptr::null(), &mut now) };
-        if now.sa_sigaction == on_fatal as *const () as usize {
-            // SAFETY: the slot was written when the handler was installed.
-            unsafe { libc::sigaction(*sig, (*OLD.0.get())[i].as_ptr(), std::ptr::null_mut()) };
-        }
-        HAVE_OLD[i].store(false, SeqCst);
-    }
-    *installed = false;
-}
-
-/// Removes the name files of dead processes of this pid namespace (left by a SIGKILL).
-fn reap_stale() {
-    // SAFETY: no arguments.
-    let uid = unsafe { libc::geteuid() };
-    let prefix = format!("{NAME_PREFIX}{uid}_");
-    let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
-        return;
-    };
-    let ns = pid_ns();
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(&prefix) {
-            continue;
-        }
-        let Some(r) = read_record(&entry.path()) else {
-            continue;
-        };
-        // SAFETY: no memory arguments.
-        let dead = unsafe { libc::kill(r.pid as libc::pid_t, 0) } != 0
-            && last_error().raw_os_error() == Some(libc::ESRCH);
-        if r.pid_ns == ns && dead {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// A name file's record, if it is one: a regular file of this user with the right magic.
-fn read_record(path: &std::path::Path) -> Option<NameRecord> {
-    use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    let m = f.metadata().ok()?;
-    // SAFETY: no arguments.
-    if !m.is_file() || m.uid() != unsafe { libc::geteuid() } {
-        return None;
-    }
-    let mut buf = [0u8; std::mem::size_of::<NameRecord>()];
-    f.read_exact(&mut buf).ok()?;
-    // SAFETY: NameRecord is plain data of that size; any bytes are a value of it.
-    let r: NameRecord = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
-    (r.magic == MAGIC && r.version == VERSION).then_some(r)
-}
-
-// ---- The sending side: peers' bells, rung ----------------------------------------------
-
-/// A peer's bell, mapped: its armed word, and its socket's address (copied once, checked).
-pub struct PeerBell {
-    page: *mut Page,
-    addr: libc::sockaddr_un,
-    addr_len: libc::socklen_t,
-    /// What to set in the page's `hints` when ringing (from the peer's name record).
-    hints: Hints,
-    /// The bits of `hints` in the page's slot words: the waiters to wake one by one.
-    slot_bits: [u32; SLOT_WORDS],
-    /// The page's file (device, inode): the domain's own bell when an endpoint sends to an
-    /// endpoint of its own domain (see [`BellBlocker::is_own`]).
-    file: (u64, u64),
-}
-
-impl Drop for PeerBell {
-    fn drop(&mut self) {
-        // SAFETY: mapped by map_peer, unmapped once.
-        unsafe { libc::munmap(self.page.cast(), PAGE) };
-    }
-}
-
-impl PeerBell {
-    /// After an operation toward the peer: one fence and one load while it is not armed.
-    #[inline]
-    pub fn ring_if_armed(&self) {
-        // SAFETY: mapped as long as self lives; only its atomics are touched.
-        let page = unsafe { &*self.page };
-        let ways = bell::rings_telling(&page.armed, || self.hint(page));
-        if ways != 0 {
-            self.ring(ways);
-        }
-        self.ring_slots(page);
-    }
-
-    /// As `ring_if_armed`, for a caller that has issued the fence already.
-    #[inline]
-    fn ring_if_armed_fenced(&self) {
-        // SAFETY: mapped as long as self lives; only its atomics are touched.
-        let page = unsafe { &*self.page };
-        let ways = bell::rings_after_fence_telling(&page.armed, || self.hint(page));
-        if ways != 0 {
-            self.ring(ways);
-        }
-        self.ring_slots(page);
-    }
-
-    /// After the armed word (and its fence): the waiters asleep on the slots of the counters
-    /// bound to the endpoint, each woken alone (one load per slot word while none is armed).
-    #[inline]
-    fn ring_slots(&self, page: &Page) {
-        for (word, &bits) in page.slots.iter().zip(&self.slot_bits) {
-            if bits != 0 {
-                let taken = bell::rings_slots_after_fence(word, bits);
-                if taken != 0 {
-                    self.wake_slots(page, word, taken);
-                }
-            }
-        }
-    }
-
-    /// Wakes the sleepers of the slot bits `taken` of `word` (see [`SlotBlocker`]).
-    #[cold]
-    fn wake_slots(&self, page: &Page, word: &bell::AtomicU32, taken: u32) {
-        page.note_ringers_cpu();
-        // SAFETY: the peer's word, mapped as long as self lives.
-        unsafe { futex::wake_bits(std::ptr::from_ref(word).cast(), taken) };
-    }
-
-    /// Where the operation landed, for the thread the ring wakes (see `progress_hinted`) or, the
-    /// word rung (`engine::bell::RUNG`), for the next arming (see `arm_for`); every feed when
-    /// the peer's record names none.
-    #[cold]
-    fn hint(&self, page: &Page) {
-        let bits = if self.hints != 0 {
-            self.hints
-        } else {
-            HINT_ALL
-        };
-        for (half, bits) in page.hints.iter().zip(split_hints(bits)) {
-            if bits != 0 {
-                half.fetch_or(bits, SeqCst);
-            }
-        }
-    }
-
-    /// Rings the `ways` this thread disarmed: one syscall each.
-    #[cold]
-    fn ring(&self, ways: u32) {
-        if ways & bell::FUTEX != 0 {
-            // SAFETY: mapped as long as self lives; only its atomics are touched.
-            let page = unsafe { &*self.page };
-            page.note_ringers_cpu();
-            // SAFETY: the peer's word, mapped as long as self lives.
-            unsafe { futex::wake_all(page.armed_word()) };
-        }
-        if ways & bell::SOCKET == 0 {
-            return;
-        }
-        let byte = [1u8];
-        // Errors are ignored: EAGAIN means a wake is queued already; a peer that closed or
-        // died has nobody to wake.
-        // SAFETY: the process's sending socket; byte and addr live across the call.
-        unsafe {
-            libc::sendto(
-                send_socket(),
-                byte.as_ptr().cast(),
-                1,
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                (&self.addr as *const libc::sockaddr_un).cast(),
-                self.addr_len,
-            )
-        };
-    }
-}
-
-/// The process's socket for ringing (unbound).
-fn send_socket() -> RawFd {
-    static SOCK: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
-    SOCK.get_or_init(|| {
-        // SAFETY: no memory arguments; checked.
-        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        // SAFETY: a fresh descriptor nothing else owns.
-        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-    })
-    .as_ref()
-    .map_or(-1, |s| s.as_raw_fd())
-}
-
-/// Maps the bell published under a peer's shm address, if there is one that checks out.
-fn map_peer(addr: &[u8]) -> Option<PeerBell> {
-    let path = name_path(addr);
-    let shown = String::from_utf8_lossy(bare_name(addr)).into_owned();
-    let Some(r) = read_record(std::path::Path::new(path.to_str().ok()?)) else {
-        crate::fi_dbg!(EpData, "no doorbell for peer {shown:?} ({path:?})");
-        return None;
-    };
-    if r.pid_ns != pid_ns() || r.fd < 0 {
-        crate::fi_dbg!(
-            EpData,
-            "the doorbell of peer {shown:?} is in another pid namespace"
-        );
-        return None;
-    }
-    let proc_path = CString::new(format!("/proc/{}/fd/{}", r.pid, r.fd)).ok()?;
-    // SAFETY: a NUL-terminated path.
-    let fd = unsafe { libc::open(proc_path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 {
-        crate::fi_dbg!(
-            EpData,
-            "cannot open the doorbell of peer {shown:?} ({proc_path:?}): {}",
-            last_error()
-        );
-        return None;
-    }
-    // SAFETY: a fresh descriptor nothing else owns.
-    let file = unsafe { OwnedFd::from_raw_fd(fd) };
-    // Sealed against shrinking, exactly a page: mapping it can never fault.
-    // SAFETY: our descriptor.
-    let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
-    // SAFETY: an all-zero stat is valid as an out value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: st lives across the call.
-    let ok = seals >= 0
-        && seals & libc::F_SEAL_SHRINK != 0
-        && unsafe { libc::fstat(file.as_raw_fd(), &mut st) } == 0
-        && st.st_size as usize == PAGE;
-    if !ok {
-        crate::fi_dbg!(
-            EpData,
-            "the doorbell of peer {shown:?} is not a sealed page"
-        );
-        return None;
-    }
-    let page = map_page(file.as_raw_fd()).ok()?;
-    // SAFETY: a mapping of PAGE bytes; read once, checked.
-    let (magic, version, len, bytes) = unsafe {
-        (
-            (*page).magic,
-            (*page).version,
-            (*page).addr_len as usize,
-            (*page).addr,
-        )
-    };
-    if magic != MAGIC || version != VERSION || len == 0 || len > ADDR_MAX {
-        crate::fi_dbg!(
-            EpData,
-            "the doorbell page of peer {shown:?} does not check out"
-        );
-        // SAFETY: mapped just above.
-        unsafe { libc::munmap(page.cast(), PAGE) };
-        return None;
-    }
-    // SAFETY: an all-zero sockaddr_un is valid.
-    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (dst, src) in sa.sun_path.iter_mut().zip(bytes.iter().take(len)) {
-        *dst = *src as libc::c_char;
-    }
-    let hints = join_hints(r.hints);
-    Some(PeerBell {
-        page,
-        addr: sa,
-        addr_len: (std::mem::size_of::<libc::sa_family_t>() + len) as libc::socklen_t,
-        hints,
-        slot_bits: slot_bits_of(hints),
-        file: (st.st_dev, st.st_ino),
-    })
-}
-
-/// The bits of `hints` (feed slots, [`HINT_ALL`] aside) in the page's slot words.
-fn slot_bits_of(hints: Hints) -> [u32; SLOT_WORDS] {
-    std::array::from_fn(|k| ((hints & !HINT_ALL) >> (32 * k)) as u32)
-}
-
-/// [`Hints`] from its low and high halves (as the page and the name record keep them).
-fn join_hints([lo, hi]: [u64; 2]) -> Hints {
-    Hints::from(lo) | Hints::from(hi) << 64
-}
-
-/// The low and high halves of [`Hints`] (see [`join_hints`]).
-fn split_hints(hints: Hints) -> [u64; 2] {
-    [hints as u64, (hints >> 64) as u64]
-}
-
-/// The peers reached through one AV, by fi_addr: looked up once each, lock-free after.
-pub struct PeerTable {
-    av: usize,
-    /// fi_addr → NULL (not looked up), [`NO_BELL`] (none), or a mapped peer (owned by `all`).
-    fast: Box<[AtomicPtr<PeerBell>]>,
-    /// Every mapped peer (freed with the table), and the addresses beyond `fast`. Boxed: `fast`
-    /// and `far` point at them while the vector grows.
-    #[allow(clippy::vec_box)]
-    all: Mutex<Vec<Box<PeerBell>>>,
-    far: Mutex<std::collections::HashMap<u64, *const PeerBell>>,
-}
-
-// SAFETY: the peers are shared mappings touched through their atomic word only.
-unsafe impl Send for PeerTable {}
-// SAFETY: as above.
-unsafe impl Sync for PeerTable {}
-
-const FAST: usize = 4096;
-const NO_BELL: *mut PeerBell = std::ptr::dangling_mut();
-
-/// What a peer lookup found, for the caller's log.
-pub enum Looked<'a> {
-    Bell(&'a PeerBell),
-    NoBell,
-}
-
-impl PeerTable {
-    fn new(av: usize) -> PeerTable {
-        PeerTable {
-            av,
-            fast: (0..FAST)
-                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
-            all: Mutex::new(Vec::new()),
-            far: Mutex::new(Default::default()),
-        }
-    }
-
-    /// The peer at `fi_addr`, looked up with `lookup` (its shm address) the first time.
-    #[inline]
-    pub fn get(
-        &self,
-        fi_addr: u64,
-        lookup: impl FnOnce() -> Option<Vec<u8>>,
-        bell: &BellBlocker,
-    ) -> Option<Looked<'_>> {
-        if let Some(slot) = self.fast.get(fi_addr as usize) {
-            let p = slot.load(std::sync::atomic::Ordering::Acquire);
-            if p == NO_BELL {
-                return None;
-            }
-            if !p.is_null() {
-                // SAFETY: owned by `all`, freed with the table.
-                return Some(Looked::Bell(unsafe { &*p }));
-            }
-        }
-        self.slow(fi_addr, lookup, bell)
-    }
-
-    #[cold]
-    fn slow(
-        &self,
-        fi_addr: u64,
-        lookup: impl FnOnce() -> Option<Vec<u8>>,
-        bell: &BellBlocker,
-    ) -> Option<Looked<'_>> {
-        if (fi_addr as usize) >= FAST
-            && let Some(p) = self.far.lock().get(&fi_addr).copied()
-        {
-            // SAFETY: as in get.
-            return (p != NO_BELL.cast_const()).then(|| Looked::Bell(unsafe { &*p }));
-        }
-        let found = lookup().and_then(|addr| map_peer(&addr));
-        let p = match found {
-            Some(b) => {
-                let b = Box::new(b);
-                let p = &*b as *const PeerBell as *mut PeerBell;
-                // Boxed, it stays where it is; listed after the table's lock is let go (see
-                // `BellBlocker::ring_back` for the lock order).
-                let own = bell.is_own(&b);
-                self.all.lock().push(b);
-                if !own {
-                    bell.listed(p);
-                }
-                p
-            }
-            None => NO_BELL,
-        };
-        match self.fast.get(fi_addr as usize) {
-            Some(slot) => {
-                // A racing lookup of the same address may have stored its own: keep the first.
-                if let Err(existing) = slot.compare_exchange(
-                    std::ptr::null_mut(),
-                    p,
-                    std::sync::atomic::Ordering::AcqRel,
-                    std::sync::atomic::Ordering::Acquire,
-                ) && existing != NO_BELL
-                {
-                    // SAFETY: as in get.
-                    return Some(Looked::Bell(unsafe { &*existing }));
-                }
-            }
-            None => {
-                self.far.lock().insert(fi_addr, p);
-            }
-        }
-        if p == NO_BELL {
-            Some(Looked::NoBell)
-        } else {
-            // SAFETY: as in get.
-            Some(Looked::Bell(unsafe { &*p }))
-        }
-    }
-
-    /// Rings every mapped peer that is armed, but `bell` itself (see `BellBlocker::listed`).
-    fn ring_armed(&self, bell: &BellBlocker) {
-        for p in self.all.lock().iter() {
-            if !bell.is_own(p) {
-                p.ring_if_armed();
-            }
-        }
-    }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -1720,7 +810,8 @@ mod tests {
     /// else; the domain's other feeds wait for the next arming's pull.
     #[test]
     fn a_ring_progresses_the_hinted_feed_in_the_woken_thread() {
-        let bell = BellBlocker::new(std::sync::Arc::new(Room::new())).expect("a bell");
+        let bell =
+            BellBlocker::new(std::sync::Arc::new(Room::new()), Default::default()).expect("a bell");
         let feeds = [Counted::default(), Counted::default()];
         let ptrs = feeds
             .each_ref()
@@ -1733,7 +824,11 @@ mod tests {
         let name = bell
             .publish(addr.as_bytes(), BellBlocker::hint_of(slots[1]))
             .expect("published");
-        let peer = map_peer(addr.as_bytes()).expect("the bell maps as a peer's");
+        let Some(super::super::peers::Mapped::Bell(peer)) =
+            super::super::peers::map_peer(addr.as_bytes())
+        else {
+            panic!("the bell maps as a peer's");
+        };
         let progressed = || feeds.each_ref().map(|f| f.0.load(SeqCst));
         let (before, after) = std::thread::scope(|s| {
             let sleeper = s.spawn(|| {

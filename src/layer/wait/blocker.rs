@@ -15,6 +15,7 @@
 //! core counter).
 
 use super::bell::BellBlocker;
+use super::peers::DomainPeers;
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook;
 use crate::boundary::versions::{self, Api, Counting};
@@ -145,6 +146,8 @@ pub struct CoreWaits<'a> {
     pub closing: &'a parking_lot::RwLock<()>,
     /// The domain's doorbell ([`Plan::Bell`]), made at the first use.
     pub bell: &'a parking_lot::Mutex<Option<std::sync::Arc<BellBlocker>>>,
+    /// The peers the domain's endpoints ring over shm, whether the domain waits or not.
+    pub peers: &'a std::sync::Arc<DomainPeers>,
     /// An endpoint of the domain was enabled without a doorbell (before the domain waited).
     pub unbelled: &'a AtomicBool,
     /// An FD counter's epoll set holds the core's fd plainly ([`CoreBlocker::hold_in`]).
@@ -160,7 +163,7 @@ impl CoreWaits<'_> {
         if let Some(b) = &*bell {
             return Ok(b.clone());
         }
-        let b = std::sync::Arc::new(BellBlocker::new(self.room.clone())?);
+        let b = std::sync::Arc::new(BellBlocker::new(self.room.clone(), self.peers.clone())?);
         if self.unbelled.load(SeqCst) {
             b.fall_back(UNBELLED);
         }

@@ -12,10 +12,14 @@
 //!   domain publishes a bell, its peers ring it after operations toward it.
 
 pub mod bell;
+mod bell_files;
 mod blocker;
 mod feed;
+pub mod peers;
 mod reads;
+mod registry;
 pub mod ring;
+pub mod ring_cq;
 
 pub use blocker::{
     CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan,

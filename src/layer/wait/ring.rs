@@ -1,15 +1,21 @@
-//! The sending half of the doorbell over shm (`bell.rs`): an endpoint of a domain that waits
-//! rings the peers it completes operations toward.
+//! The sending half of the doorbell over shm (`bell.rs`, `peers.rs`): every rscntr endpoint over
+//! shm rings the peers it completes operations toward, whether its own domain waits or not (a
+//! producer that only polls its CQ is exactly the peer of one that sleeps).
 //!
 //! Such an endpoint's msg, tagged, rma and atomic tables are copies of the ones it had at
 //! FI_ENABLE (the core's, or rscntr's own for triggered operations and remote-access events)
 //! in which every operation that reaches a peer (sends, injects, writes, reads, atomics) calls
 //! the entry it replaced, then, when that accepted the operation, rings the destination's
 //! bell if it is armed: one lookup in a table by `fi_addr` and one fence and one load while
-//! nobody is armed. Receives and the atomic `*valid` queries are the entries it had.
-//! Endpoints of domains that never wait keep their tables and pay nothing.
+//! nobody is armed. Receives and the atomic `*valid` queries are the entries it had. Toward a
+//! peer without a bell (plain shm, another pid namespace, an rscntr endpoint of a domain that
+//! never waits) the lookup finds that once and, from then on, costs one load and a compare.
+//! The decision is per peer, at the first operation toward its address: a peer publishes its
+//! bell before its endpoint is enabled, so before anyone can know the address.
 
-use super::bell::{BellBlocker, Looked, PeerTable};
+use super::bell::BellBlocker;
+use super::peers::{DomainPeers, Looked, PeerTable};
+use super::registry::Registry;
 use crate::boundary::ffi::{DataTables, copy_table, ours_where_the_core_has, point_data_tables};
 use crate::ofi;
 use std::ffi::c_void;
@@ -31,7 +37,10 @@ pub struct RingEp {
     av: std::sync::atomic::AtomicPtr<ofi::fid_av>,
     /// Its AV's peers, found at the first operation.
     peers: std::sync::OnceLock<Arc<PeerTable>>,
-    bell: Arc<BellBlocker>,
+    /// The domain's own bell, when it waits (a peer without one makes its waits fall back).
+    bell: Option<Arc<BellBlocker>>,
+    /// The peers of the endpoint's domain, where the AV's table lives.
+    domain: Arc<DomainPeers>,
     /// The endpoint, as registered (see [`RingEp::patch_below`]).
     ep: usize,
 }
@@ -46,10 +55,11 @@ impl RingEp {
     pub unsafe fn patch(
         ep: *mut ofi::fid_ep,
         av: *mut ofi::fid_av,
-        bell: Arc<BellBlocker>,
+        bell: Option<Arc<BellBlocker>>,
+        domain: Arc<DomainPeers>,
     ) -> *mut RingEp {
         // SAFETY: caller's contract.
-        let mut rec = unsafe { RingEp::over(ep, av, bell, 0) };
+        let mut rec = unsafe { RingEp::over(ep, av, bell, domain, 0) };
         install::<false>(&mut rec);
         let rec = Box::into_raw(rec);
         // SAFETY: caller's contract; the record lives until freed after the endpoint closed.
@@ -65,12 +75,21 @@ impl RingEp {
     ///
     /// # Safety
     /// `ep` is an open core endpoint nobody else uses yet.
-    pub unsafe fn patch_below(ep: *mut ofi::fid_ep, bell: Arc<BellBlocker>) -> Option<*mut RingEp> {
+    pub unsafe fn patch_below(
+        ep: *mut ofi::fid_ep,
+        bell: Option<Arc<BellBlocker>>,
+        domain: Arc<DomainPeers>,
+    ) -> Option<*mut RingEp> {
         // SAFETY: caller's contract.
-        let mut rec = unsafe { RingEp::over(ep, std::ptr::null_mut(), bell, ep as usize) };
+        let mut rec = unsafe { RingEp::over(ep, std::ptr::null_mut(), bell, domain, ep as usize) };
         install::<true>(&mut rec);
         let rec = Box::into_raw(rec);
-        if !register(ep as usize, rec) {
+        if !BELOW.insert(ep as usize, rec) {
+            crate::fi_info!(
+                EpCtrl,
+                "more than {} ringing endpoints under other tables: this one does not ring",
+                Registry::<RingEp>::SIZE
+            );
             // SAFETY: just made, never handed out.
             drop(unsafe { Box::from_raw(rec) });
             return None;
@@ -103,7 +122,8 @@ impl RingEp {
     unsafe fn over(
         ep: *mut ofi::fid_ep,
         av: *mut ofi::fid_av,
-        bell: Arc<BellBlocker>,
+        bell: Option<Arc<BellBlocker>>,
+        domain: Arc<DomainPeers>,
         registered: usize,
     ) -> Box<RingEp> {
         // SAFETY: caller's contract.
@@ -128,6 +148,7 @@ impl RingEp {
             av: std::sync::atomic::AtomicPtr::new(av),
             peers: std::sync::OnceLock::new(),
             bell,
+            domain,
             ep: registered,
         })
     }
@@ -137,11 +158,11 @@ impl RingEp {
         self.av.store(av, std::sync::atomic::Ordering::Release);
     }
 
-    /// The peers reached through the endpoint's AV (one table per AV, see `bell.rs`).
+    /// The peers reached through the endpoint's AV (one table per AV, see `peers.rs`).
     fn peers(&self) -> &PeerTable {
         self.peers.get_or_init(|| {
-            self.bell
-                .peers_of(self.av.load(std::sync::atomic::Ordering::Acquire) as usize)
+            self.domain
+                .table_of(self.av.load(std::sync::atomic::Ordering::Acquire) as usize)
         })
     }
 
@@ -152,7 +173,9 @@ impl RingEp {
     pub unsafe fn free(r: *mut RingEp) {
         // SAFETY: caller's contract.
         let rec = unsafe { Box::from_raw(r) };
-        unregister(rec.ep, r);
+        if rec.ep != 0 {
+            BELOW.remove(rec.ep, r);
+        }
         drop(rec);
     }
 
@@ -165,10 +188,14 @@ impl RingEp {
         {
             return;
         }
-        match self.peers().get(dest, || self.lookup(dest), &self.bell) {
+        match self.peers().get(dest, || self.lookup(dest), &self.domain) {
             Some(Looked::Bell(p)) => p.ring_if_armed(),
-            Some(Looked::NoBell) => self.bell.fall_back("a peer without a doorbell"),
-            None => {}
+            Some(Looked::NoBell) => {
+                if let Some(bell) = &self.bell {
+                    bell.fall_back("a peer without a doorbell");
+                }
+            }
+            Some(Looked::Ringer) | None => {}
         }
     }
 
@@ -222,74 +249,14 @@ fn install<const BELOW: bool>(rec: &mut RingEp) {
     );
 }
 
-// ---- The registry of records under other tables (see RingEp::patch_below) ----------------
-
-const REGISTRY: usize = 4096;
-/// A slot whose record was freed: skipped by lookups, reused by insertions.
-const FREED: usize = 1;
-static KEYS: [std::sync::atomic::AtomicUsize; REGISTRY] =
-    [const { std::sync::atomic::AtomicUsize::new(0) }; REGISTRY];
-static RECORDS: [std::sync::atomic::AtomicPtr<RingEp>; REGISTRY] =
-    [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; REGISTRY];
-
-fn slot_of(ep: usize) -> usize {
-    (ep >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52 & (REGISTRY - 1)
-}
-
-fn register(ep: usize, rec: *mut RingEp) -> bool {
-    use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
-    let start = slot_of(ep);
-    for i in 0..REGISTRY {
-        let k = (start + i) & (REGISTRY - 1);
-        let key = KEYS[k].load(Acquire);
-        if (key == 0 || key == FREED) && KEYS[k].compare_exchange(key, ep, AcqRel, Acquire).is_ok()
-        {
-            RECORDS[k].store(rec, Release);
-            return true;
-        }
-    }
-    crate::fi_info!(
-        EpCtrl,
-        "more than {REGISTRY} ringing endpoints under other tables: this one does not ring"
-    );
-    false
-}
+/// The records of endpoints whose ringing tables went under rscntr's own (see
+/// [`RingEp::patch_below`]).
+static BELOW: Registry<RingEp> = Registry::new();
 
 /// The record registered for `ep` (NULL if none).
 #[inline]
 fn registered(ep: *mut ofi::fid_ep) -> *const RingEp {
-    use std::sync::atomic::Ordering::Acquire;
-    let ep = ep as usize;
-    let start = slot_of(ep);
-    for i in 0..REGISTRY {
-        let k = (start + i) & (REGISTRY - 1);
-        match KEYS[k].load(Acquire) {
-            0 => break,
-            key if key == ep => return RECORDS[k].load(Acquire),
-            _ => {}
-        }
-    }
-    std::ptr::null()
-}
-
-fn unregister(ep: usize, rec: *mut RingEp) {
-    use std::sync::atomic::Ordering::Acquire;
-    if ep == 0 {
-        return;
-    }
-    let start = slot_of(ep);
-    for i in 0..REGISTRY {
-        let k = (start + i) & (REGISTRY - 1);
-        match KEYS[k].load(Acquire) {
-            0 => return,
-            key if key == ep && RECORDS[k].load(Acquire) == rec => {
-                RECORDS[k].store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
-                KEYS[k].store(FREED, std::sync::atomic::Ordering::Release);
-                return;
-            }
-            _ => {}
-        }
-    }
+    BELOW.get(ep as usize)
 }
 
 /// The record of an endpoint whose `$table` pointer is ours.
@@ -415,18 +382,35 @@ impl EpBell {
         bell.publish(&name, hints).ok()
     }
 
-    /// After the core enabled `ep`: its ringing tables.
+    /// Before the core enables `ep` of a domain that never waits: a name file that says the
+    /// endpoint rings its peers and has no bell (a peer that sends to it then knows its own
+    /// waits can count on rings from it; plain shm has no such file).
+    ///
+    /// # Safety
+    /// `ep` is an open core endpoint.
+    pub unsafe fn publish_ringer(ep: *mut ofi::fid_ep) -> Option<super::bell::NameFile> {
+        // SAFETY: caller's contract.
+        let name = unsafe { ep_name(ep) }?;
+        super::bell::NameFile::create(&name, super::bell_files::NO_PAGE, 0)
+            .inspect_err(|e| {
+                crate::fi_info!(EpCtrl, "cannot publish the endpoint's ringer record: {e}")
+            })
+            .ok()
+    }
+
+    /// After the core enabled `ep`: its ringing tables (`bell`: the domain's, when it waits).
     ///
     /// # Safety
     /// As [`RingEp::patch`].
     pub unsafe fn ring(
         ep: *mut ofi::fid_ep,
         av: *mut ofi::fid_av,
-        bell: Arc<BellBlocker>,
+        bell: Option<Arc<BellBlocker>>,
+        domain: Arc<DomainPeers>,
         name: Option<super::bell::NameFile>,
     ) -> EpBell {
         // SAFETY: caller's contract.
-        let ring = unsafe { RingEp::patch(ep, av, bell) };
+        let ring = unsafe { RingEp::patch(ep, av, bell, domain) };
         EpBell { name, ring }
     }
 
@@ -435,9 +419,13 @@ impl EpBell {
     ///
     /// # Safety
     /// As [`RingEp::patch_below`].
-    pub unsafe fn below(ep: *mut ofi::fid_ep, bell: Arc<BellBlocker>) -> Option<EpBell> {
+    pub unsafe fn below(
+        ep: *mut ofi::fid_ep,
+        bell: Option<Arc<BellBlocker>>,
+        domain: Arc<DomainPeers>,
+    ) -> Option<EpBell> {
         // SAFETY: caller's contract.
-        let ring = unsafe { RingEp::patch_below(ep, bell) }?;
+        let ring = unsafe { RingEp::patch_below(ep, bell, domain) }?;
         Some(EpBell { name: None, ring })
     }
 
@@ -447,14 +435,25 @@ impl EpBell {
         unsafe { &*self.ring }
     }
 
-    /// Publishes the bell under `ep`'s address (an endpoint given ringing tables at its open).
+    /// Publishes the domain's bell under `ep`'s address (an endpoint given ringing tables at
+    /// its open), if the domain had one then (true), or says that it rings (false).
     ///
     /// # Safety
     /// `ep` is the endpoint, about to be enabled.
     pub unsafe fn published(&mut self, ep: *mut ofi::fid_ep, hints: u128) -> bool {
+        let Some(bell) = self.record().bell.clone() else {
+            // SAFETY: caller's contract.
+            self.name = unsafe { EpBell::publish_ringer(ep) };
+            return false;
+        };
         // SAFETY: caller's contract.
-        self.name = unsafe { EpBell::publish(ep, &self.record().bell, hints) };
+        self.name = unsafe { EpBell::publish(ep, &bell, hints) };
         self.name.is_some()
+    }
+
+    /// Whether the endpoint's ringing tables went under rscntr's own at its open.
+    pub fn has_bell(&self) -> bool {
+        self.record().bell.is_some()
     }
 }
 
