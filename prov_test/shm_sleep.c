@@ -34,6 +34,13 @@
  * | plain     | P is shm itself (FI_PROVIDER=shm, no rscntr): W (FI_LOG_LEVEL=info) wakes on  |
  * |           | P's send while P is only in W's AV, then again after W sent to P; by the end  |
  * |           | its log says `does not ring` exactly once (which phase said it is printed)    |
+ * | nowait    | P's counters and CQ have no wait object (its domain never waits; issue 48);  |
+ * |           | W (FI_LOG_LEVEL=info) asleep on: 3 messages (one waiter), 3 waiters on one    |
+ * |           | counter (P's burst), a remote write, an atomic; W's read toward P while P     |
+ * |           | holds its progress 300 ms, then reads its CQ once (the answer's ring), 3 times; |
+ * |           | then fresh pairs with W's FD counter in poll() and W's FD CQ, 2 messages each: |
+ * |           | every wait 0 with its count and data, and W's log never says `does not ring`   |
+ * |           | (its waits never fell back to re-checking: every arrival was rung)            |
  * | killed    | P SIGKILLed while W is armed (2 s): W's wait -FI_ETIMEDOUT, W closes, exits 0 |
  * | garbage   | after a clean round, while W is armed (3 s), the parent overwrites every bell |
  * |           | file W made (/dev/shm/rscntr_bell_<uid>_*, made during W's setup) with random |
@@ -520,6 +527,22 @@ static void cmd_cqwait(const char *tag, int timeout)
 	say("woke %s %d %d %lld %lld %lld %d %d", tag, ret, got, cpu, wall, proc, got, readable);
 }
 
+/* A wait on this child's own counter for `thr`: fi_cntr_wait, or, in a child whose counters
+ * and CQ have no wait object ("none": a domain that never waits), reads of the CQ and the
+ * counter, yielding between them. */
+static int own_wait(struct fid_cntr *c, uint64_t thr, int timeout)
+{
+	if (S.wobj != FI_WAIT_NONE)
+		return fi_cntr_wait(c, thr, timeout);
+	for (double t0 = now_ms(); fi_cntr_read(c) < thr;) {
+		if (now_ms() - t0 > timeout)
+			return -FI_ETIMEDOUT;
+		drive();
+		sched_yield();
+	}
+	return 0;
+}
+
 /* op <send|write|read|atomic> <peer> <delay ms> <byte or operand>: the op toward the peer's
  * endpoint, then a wait (10 s) on this endpoint's own counter for it; "done <kind> <ret>
  * <count> <cpu ns> <data ok>". */
@@ -558,7 +581,7 @@ static void cmd_op(const char *kind, int idx, int delay, unsigned arg)
 	int ret = (int) r;
 	int64_t c0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
 	if (!r)
-		ret = fi_cntr_wait(own, before + 1, 10000);
+		ret = own_wait(own, before + 1, 10000);
 	int64_t cpu = ns_of(CLOCK_THREAD_CPUTIME_ID) - c0;
 	int data = 1;
 	if (!strcmp(kind, "read"))
@@ -580,7 +603,7 @@ static void cmd_burst(int count, int spacing, int idx)
 		CHECK(r == 0, "send %d of %d: %zd", i, count, r);
 		posted += r == 0;
 	}
-	int ret = fi_cntr_wait(S.tx, before + (uint64_t) posted, 10000);
+	int ret = own_wait(S.tx, before + (uint64_t) posted, 10000);
 	say("done burst %d %" PRIu64 " 0 1", ret, fi_cntr_read(S.tx) - before);
 }
 
@@ -618,6 +641,12 @@ static void command(char *line)
 		uint64_t v;
 		memcpy(&v, mem + x, sizeof(v));
 		say("u64 %" PRIu64, v);
+	} else if (sscanf(line, "hold %ld", &x) == 1) {
+		/* no progress for x ms (a peer's request waits in the queue), then one CQ read */
+		say("holding");
+		usleep((useconds_t) x * 1000);
+		drive();
+		say("held");
 	} else if (!strcmp(line, "bells")) {
 		char bells[LINE];
 		int nb = own_bells(bells, sizeof(bells));
@@ -645,7 +674,9 @@ static int child_main(int argc, char **argv)
 	list_shm(&start_bells, bell_prefix);
 	int n = atoi(argv[3]);
 	S.cqfd = !strcmp(argv[4], "cqfd");
-	enum fi_wait_obj wobj = !strcmp(argv[4], "fd") || S.cqfd ? FI_WAIT_FD : FI_WAIT_UNSPEC;
+	enum fi_wait_obj wobj = !strcmp(argv[4], "fd") || S.cqfd ? FI_WAIT_FD :
+				!strcmp(argv[4], "none")		? FI_WAIT_NONE :
+									  FI_WAIT_UNSPEC;
 	if (n < 1 || n > MAX_EPS || setup(n, wobj, atoi(argv[5]))) {
 		say("fail setup");
 		teardown();
@@ -965,11 +996,12 @@ static void give(struct kid *k, const struct hs *h)
 /* P first (its bells exist before W starts, so W's own are those new since W started), then
  * W; each gets the other's addresses. */
 static struct hs hw; /* the last W's addresses, for a third process */
-static int start_pair(struct kid *P, struct kid *W, const char *pprov, const char *const *penv, int wn,
-		      const char *wobj, int rma, const char *const *wenv)
+/* P with the wait object `pwobj` for its counters ("none": its domain never waits). */
+static int start_pair_p(struct kid *P, struct kid *W, const char *pprov, const char *pwobj,
+			const char *const *penv, int wn, const char *wobj, int rma, const char *const *wenv)
 {
 	struct hs hp;
-	if (spawn(P, "P", pprov, 1, "unspec", rma, penv) || collect(P, &hp))
+	if (spawn(P, "P", pprov, 1, pwobj, rma, penv) || collect(P, &hp))
 		return -1;
 	if (spawn(W, "W", prov, wn, wobj, rma, wenv) || collect(W, &hw)) {
 		finish_kid(P);
@@ -978,6 +1010,12 @@ static int start_pair(struct kid *P, struct kid *W, const char *pprov, const cha
 	give(P, &hw);
 	give(W, &hp);
 	return 0;
+}
+
+static int start_pair(struct kid *P, struct kid *W, const char *pprov, const char *const *penv, int wn,
+		      const char *wobj, int rma, const char *const *wenv)
+{
+	return start_pair_p(P, W, pprov, "unspec", penv, wn, wobj, rma, wenv);
 }
 
 struct woke {
@@ -1294,6 +1332,110 @@ static void part_plain(void)
 		CHECK(lines == 1, "plain: %d log lines say 'does not ring', expected exactly 1", lines);
 		if (lines != 1)
 			show_err_lines(&W, "rscntr:");
+	}
+}
+
+/* ---- 5b. nowait: the peer's domain never waits (issue 48) ---------------------------------- */
+/* W's log (FI_LOG_LEVEL=info) after the rounds: rings came from a peer whose own counters and CQ
+ * have no wait object, so W's waits never learnt that a peer does not ring. */
+static void nowait_log_check(struct kid *W, const char *what)
+{
+	int lines = count_in_file(W->err, "does not ring");
+	printf("nowait: %s: W's log has %d line(s) with 'does not ring'\n", what, lines);
+	if (bell_off)
+		return;
+	CHECK(lines == 0, "nowait: %s: W's waits fell back (%d log line(s) say 'does not ring'): a peer whose "
+	      "domain never waits did not ring", what, lines);
+	if (lines)
+		show_err_lines(W, "rscntr:");
+}
+
+static void part_nowait(void)
+{
+	struct kid P, W;
+	struct woke w;
+	char line[LINE], done[LINE];
+	static const char *const wenv[] = { "FI_LOG_LEVEL=info", NULL };
+	/* W's one counter waiter (a slot of its own), three on one counter (the room), remote
+	 * writes and atomics, and a read's answer made by P's CQ read */
+	if (start_pair_p(&P, &W, prov, "none", NULL, 1, "unspec", 1, wenv))
+		return;
+	for (int i = 0; i < 3; i++) {
+		char cmd[128], go[128];
+		post_recv(&W, 0, RECV_OFF + MSG * i);
+		snprintf(cmd, sizeof(cmd), "wait nowait%d rx %d 10000 1", i, i + 1);
+		snprintf(go, sizeof(go), "op send 0 200 %d", 80 + i);
+		if (round_trip(&W, cmd, &P, go, &w, done, sizeof(done)))
+			break;
+		CHECK(w.ret == 0 && w.value == (uint64_t) i + 1, "nowait: message %d: W's wait %d, count %" PRIu64, i,
+		      w.ret, w.value);
+		CHECK(!strncmp(done, "done send 0 1 ", 14), "nowait: P's send %d: '%s'", i, done);
+		expect_data(&W, "nowait: message", RECV_OFF + MSG * i, MSG, 80 + i);
+		printf("nowait: message %d: W's wait %d count %" PRIu64 " (thread %.2f %% of a core, %.1f ms: 100 "
+		       "armed + 200 idle + the wake)\n", i, w.ret, w.value, pct(w.cpu, w.wall), w.wall / 1e6);
+	}
+	for (int i = 0; i < 3; i++)
+		post_recv(&W, 0, RECV_OFF + MSG * (3 + i));
+	if (!round_trip(&W, "wait nowaitroom rx 4 10000 3", &P, "burst 3 50 0", &w, done, sizeof(done))) {
+		CHECK(w.ret == 0 && w.met == 3 && w.value == 6, "nowait: 3 waiters on one counter: %d, %d met, count "
+		      "%" PRIu64, w.ret, w.met, w.value);
+		printf("nowait: 3 waiters on one counter: %d met, count %" PRIu64 "\n", w.met, w.value);
+	}
+	if (!round_trip(&W, "wait nowaitwrite rw 1 10000 1", &P, "op write 0 200 84", &w, done, sizeof(done))) {
+		CHECK(w.ret == 0 && w.value == 1, "nowait: remote write: W's wait %d, count %" PRIu64, w.ret, w.value);
+		expect_data(&W, "nowait: remote write", WRITE_OFF, MSG, 84);
+	}
+	tell(&W, "set64 %d 5", ATOMIC_OFF);
+	expect(&W, "ok", line, sizeof(line), 10000);
+	if (!round_trip(&W, "wait nowaitatomic rw 2 10000 1", &P, "op atomic 0 200 7", &w, done, sizeof(done))) {
+		CHECK(w.ret == 0 && w.value == 2, "nowait: atomic: W's wait %d, count %" PRIu64, w.ret, w.value);
+		tell(&W, "get64 %d", ATOMIC_OFF);
+		expect(&W, "u64", line, sizeof(line), 10000);
+		CHECK(!strcmp(line, "u64 12"), "nowait: atomic: 5 + 7 is '%s' at W", line);
+	}
+	/* W reads from P and sleeps on its read counter; P answers only in a CQ read 300 ms later */
+	tell(&P, "fill %d %d %d", READ_OFF, MSG, 1);
+	expect(&P, "ok", line, sizeof(line), 10000);
+	for (int i = 0; i < 3; i++) {
+		tell(&P, "hold 300");
+		if (expect(&P, "holding", line, sizeof(line), 10000))
+			break;
+		tell(&W, "op read 0 0 1");
+		if (expect(&W, "done", done, sizeof(done), 20000) || expect(&P, "held", line, sizeof(line), 20000))
+			break;
+		CHECK(!strncmp(done, "done read 0 1 ", 14), "nowait: W's read %d, answered by P's CQ read: '%s'", i,
+		      done);
+		CHECK(strlen(done) > 2 && !strcmp(done + strlen(done) - 2, " 1"), "nowait: W read the wrong data: '%s'",
+		      done);
+		printf("nowait: W's read %d, answered by P's CQ read after 300 ms: %s\n", i, done);
+	}
+	finish_kid(&P);
+	finish_kid(&W);
+	nowait_log_check(&W, "counters");
+	/* an FD counter in poll(), then an FD CQ (fi_trywait, poll) */
+	const char *modes[] = { "fd", "cqfd" };
+	for (int m = 0; m < 2; m++) {
+		if (start_pair_p(&P, &W, prov, "none", NULL, 1, modes[m], 0, wenv))
+			return;
+		for (int i = 0; i < 2; i++) {
+			char cmd[128], go[128];
+			post_recv(&W, 0, RECV_OFF + MSG * i);
+			if (m == 0)
+				snprintf(cmd, sizeof(cmd), "wait nowaitfd%d rx %d 10000 1", i, i + 1);
+			else
+				snprintf(cmd, sizeof(cmd), "cqwait nowaitcq%d 10000", i);
+			snprintf(go, sizeof(go), "op send 0 200 %d", 90 + i);
+			if (round_trip(&W, cmd, &P, go, &w, done, sizeof(done)))
+				break;
+			CHECK(w.ret == 0 && w.value == (m ? 1u : (uint64_t) i + 1), "nowait: %s %d: %d, %" PRIu64,
+			      modes[m], i, w.ret, w.value);
+			CHECK(w.readable || bell_off, "nowait: %s %d: the last poll() did not return the fd readable",
+			      modes[m], i);
+			expect_data(&W, "nowait: fd", RECV_OFF + MSG * i, MSG, 90 + i);
+		}
+		finish_kid(&P);
+		finish_kid(&W);
+		nowait_log_check(&W, modes[m]);
 	}
 }
 
@@ -1622,7 +1764,8 @@ static const struct {
 	void (*run)(void);
 } parts[] = {
 	{ "idle", part_idle },     { "ops", part_ops },	      { "fd", part_fd },  { "cqfd", part_cqfd },
-	{ "many", part_many },     { "plain", part_plain },   { "killed", part_killed },
+	{ "many", part_many },     { "plain", part_plain },   { "nowait", part_nowait },
+	{ "killed", part_killed },
 	{ "garbage", part_garbage }, { "leftovers", part_leftovers },
 };
 #define NPARTS ((int) (sizeof(parts) / sizeof(parts[0])))
@@ -1666,7 +1809,7 @@ int main(int argc, char **argv)
 			if (!strcmp(names[a], parts[i].name))
 				want[i] = found = 1;
 		if (!found) {
-			fprintf(stderr, "usage: %s [idle|ops|fd|cqfd|many|plain|killed|garbage|leftovers]...\n", argv[0]);
+			fprintf(stderr, "usage: %s [idle|ops|fd|cqfd|many|plain|nowait|killed|garbage|leftovers]...\n", argv[0]);
 			return 2;
 		}
 	}

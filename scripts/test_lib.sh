@@ -203,10 +203,10 @@ shm_sleep_over_shm() { # <libdir>
     # and (every eighth, bound late) in the domain's room, with errors, timeouts and closes:
     # room_stress counts a waiter its timeout ended as lost; the log must say the hook was in
     # force.
-    echo "-- shm_sleep idle ops many over rscntr(shm), slot sleeps unbounded"
+    echo "-- shm_sleep idle ops many nowait over rscntr(shm), slot sleeps unbounded"
     env LD_LIBRARY_PATH="$lib" FI_PROVIDER_PATH="$PROV_DIR" FI_RSCNTR_CORE=shm SHM_SLEEP_PRIVATE_SHM=1 \
         FI_RSCNTR_TEST_SLOT_UNBOUNDED=1 timeout 180 prov_test/loopback_only.sh \
-        "$ROOT/target/prov_test/shm_sleep" idle ops many || ok=1
+        "$ROOT/target/prov_test/shm_sleep" idle ops many nowait || ok=1
     echo "-- room_stress over rscntr(shm), slot sleeps unbounded"
     prog_logs "FI_RSCNTR_TEST_SLOT_UNBOUNDED: waiters sleep on their own doorbell slot" "$lib" \
         room_stress FI_RSCNTR_CORE=shm FI_RSCNTR_TEST_SLOT_UNBOUNDED=1 || ok=1
