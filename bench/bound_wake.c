@@ -5,7 +5,7 @@
  *
  *   bound_wake -p <provider> -w unspec|yield|fd [-n samples] [-i pingpong iterations]
  *              [-S pingpong ms] [-P port] [-a addr] [-A sender addr] [-N sender netns]
- *              [-T wait timeout ms] [-D deadline s] [-I idle ms] [-m wake message bytes]
+ *              [-T wait timeout ms] [-D deadline s] [-I idle ms] [-m wake message bytes] [-Q]
  *
  * The process forks: the parent is the receiver (it measures), the child the sender. Each opens
  * its own fabric, domain, endpoint and counter after the fork; the endpoint names and a
@@ -30,6 +30,9 @@
  *    object, then reposts and answers; the parent's last message says it is the last.
  * The sender's transmit completions go to a CQ (FI_WAIT_NONE, read without blocking), the same
  * object with and without rscntr, so the only difference measured is the receive counter.
+ * -Q (a quiet sender): the sender's receive counter has no wait object (FI_WAIT_NONE), so nothing
+ * of the sender waits (over rscntr(shm): a domain that never waits, issue 48); in the pingpong it
+ * reads that counter, yielding between reads, instead of waiting on it.
  *
  * Every wait is bounded (T ms, default 1000; a wait that times out is tried again, the sample
  * keeps its whole latency); 3 timeouts end a phase, which then reports "noresult". A watchdog
@@ -89,6 +92,7 @@ static int port = 19000, samples = 500, pp_iters = 5000, pp_budget_ms = 2000, wa
 	   deadline_s = 90, idle_ms = -1, wake_bytes = MSG_SIZE;
 static enum fi_wait_obj wait_obj = FI_WAIT_UNSPEC;
 static int use_fd;
+static int quiet_sender; /* -Q */
 
 static int oob = -1;     /* socketpair end */
 static int is_parent;
@@ -202,9 +206,12 @@ static int setup(void)
 	TRY(fi_fabric(info->fabric_attr, &fabric, NULL), "fi_fabric");
 	TRY(fi_domain(fabric, info, &domain, NULL), "fi_domain");
 
-	struct fi_cntr_attr ca = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = wait_obj };
+	int quiet = !is_parent && quiet_sender;
+	struct fi_cntr_attr ca = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = quiet ? FI_WAIT_NONE : wait_obj };
 	REFUSE(fi_cntr_open(domain, &ca, &rxcntr, NULL), "fi_cntr_open");
-	if (use_fd) {
+	if (quiet) {
+		use_fd = 0;
+	} else if (use_fd) {
 		REFUSE(fi_control(&rxcntr->fid, FI_GETWAIT, &cntr_fd), "FI_GETWAIT");
 	} else {
 		/* a probe: a provider may accept the wait object and then refuse to wait on it */
@@ -341,7 +348,17 @@ static int post_send(uint64_t seq, uint64_t flags)
 static int wait_rx(uint64_t k)
 {
 	int ret;
-	if (!use_fd) {
+	if (!is_parent && quiet_sender) {
+		uint64_t give_up = now_ns() + (uint64_t) wait_ms * 1000000ull;
+		ret = 0;
+		while (fi_cntr_read(rxcntr) < k && !fi_cntr_readerr(rxcntr)) {
+			if (now_ns() >= give_up) {
+				ret = -FI_ETIMEDOUT;
+				break;
+			}
+			sched_yield();
+		}
+	} else if (!use_fd) {
 		ret = fi_cntr_wait(rxcntr, k, wait_ms);
 	} else {
 		uint64_t give_up = now_ns() + (uint64_t) wait_ms * 1000000ull;
@@ -654,7 +671,7 @@ int main(int argc, char **argv)
 {
 	int opt;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "p:w:n:i:S:P:a:A:N:T:D:I:m:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:w:n:i:S:P:a:A:N:T:D:I:m:Q")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'w': wait_name = optarg; break;
@@ -669,10 +686,11 @@ int main(int argc, char **argv)
 		case 'D': deadline_s = atoi(optarg); break;
 		case 'I': idle_ms = atoi(optarg); break;
 		case 'm': wake_bytes = atoi(optarg); break;
+		case 'Q': quiet_sender = 1; break;
 		default:
 			fprintf(stderr, "usage: %s -p provider -w unspec|yield|fd [-n samples] "
 				"[-i pingpong iterations] [-S pingpong ms] [-P port] [-a addr] [-A sender addr] "
-				"[-N sender netns] [-T wait ms] [-D deadline s] [-I idle ms] [-m wake bytes]\n",
+				"[-N sender netns] [-T wait ms] [-D deadline s] [-I idle ms] [-m wake bytes] [-Q]\n",
 				argv[0]);
 			return 2;
 		}

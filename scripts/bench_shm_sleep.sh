@@ -12,6 +12,10 @@
 #      socket, the yardstick of the goal "within one kernel wake"); then N threads waiting in one
 #      process (bench/growth.c -m waiters, each on its own counter and endpoint): their CPU over
 #      an idle window and the wake latency of one completion;
+# 2b.  (issue 48) the same with a sender whose domain never waits (mode "quiet"): bound_wake -Q
+#      (the sender's counter FI_WAIT_NONE) and growth -m waiters without -R (the sender's CQ
+#      FI_WAIT_NONE), with 1, 32 and 64 waiters (-q), rscntr as built ("bell") and at -b REV
+#      ("base"), beside both sides waiting (the wake part's bell run; growth -R, "both");
 # 3.   fi_rdm_pingpong (spin: nobody armed, the send path) and fi_rdm_cntr_pingpong (its default
 #      sread: fi_cntr_wait, which arms and sleeps when the peer is late), 8 B and 64 KiB: median
 #      usec/xfer, ratios bell/nobell (and bell/base, bell/shm);
@@ -29,13 +33,15 @@
 #       pingpongs (7)
 #   -n  idle-wake samples per run (default 300), -I the peer's idle time per sample (20 ms)
 #   -w  waiter counts of the many-waiters part (default "8 32"), 30 completions a run
+#   -q  waiter counts of the quiet-sender part (default "1 32 64")
 #   -i  pingpong iterations (default 100000: the send path's steady state; at 5000 the timed
 #       loop lasts ~3 ms at 8 B and a start-up placement of the two processes on one CPU, 8 to
 #       30 ms long when it happens, decides the figure); -O iterations of each oversubscribed
 #       pair (40000)
 #   -p  pair counts (default "1 2 4 8"); -T the bound on one oversubscribed configuration (30 s:
 #       a configuration that overruns it is reported as timed out, with the pairs that finished)
-#   -m  parts (default "wake waiters pp over"; a subset writes its report into the raw dir only)
+#   -m  parts (default "wake waiters quiet pp over"; a subset writes its report into the raw dir
+#       only)
 #   -b  also rscntr built at revision REV, as "base"
 #   -o  raw results into OUT_DIR (default .deps/bench/<date>-shm-sleep)
 # Every run is in a network and mount namespace of its own (prov_test/loopback_only.sh: only
@@ -46,14 +52,14 @@ cd "$ROOT"
 SMOKE=0
 if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
 REPS=5 PP_REPS=7 SAMPLES=300 IDLE=20 PP_ITERS=100000 OVER_ITERS=40000 PAIRS="1 2 4 8" OVER_T=30
-BASE="" OUT="" MODES="wake waiters pp over" WAITERS="8 32" WSAMPLES=30
+BASE="" OUT="" MODES="wake waiters quiet pp over" WAITERS="8 32" WSAMPLES=30 QWAITERS="1 32 64"
 [ $SMOKE = 1 ] && REPS=1 PP_REPS=1 SAMPLES=5 IDLE=5 PP_ITERS=200 OVER_ITERS=500 PAIRS="1 2" \
-    WAITERS=2 WSAMPLES=3
-while getopts "r:R:n:I:i:O:p:T:w:m:b:o:" opt; do
+    WAITERS=2 WSAMPLES=3 QWAITERS="1 2"
+while getopts "r:R:n:I:i:O:p:T:w:q:m:b:o:" opt; do
     case $opt in
         r) REPS=$OPTARG ;; R) PP_REPS=$OPTARG ;; n) SAMPLES=$OPTARG ;; I) IDLE=$OPTARG ;;
         i) PP_ITERS=$OPTARG ;; O) OVER_ITERS=$OPTARG ;; p) PAIRS=$OPTARG ;; T) OVER_T=$OPTARG ;;
-        w) WAITERS=$OPTARG ;;
+        w) WAITERS=$OPTARG ;; q) QWAITERS=$OPTARG ;;
         m) MODES=$OPTARG ;; b) BASE=$OPTARG ;; o) OUT=$OPTARG ;;
         *) sed -n '2,38p' "$0" >&2; exit 2 ;;
     esac
@@ -89,7 +95,7 @@ busy_pct() { # <stat before> <stat after> [<our cpu seconds>]
 # (`times` in this shell, not in $(...) or a pipe: a forked one counts no children)
 our_cpu_s() { awk '{split($0, f, /[ ms]+/); t += f[1] * 60 + f[2] + f[3] * 60 + f[4]} END {print t}' "$OUT/times.txt"; }
 {
-    echo "command scripts/bench_shm_sleep.sh$([ $SMOKE = 1 ] && echo " --smoke") -r $REPS -R $PP_REPS -n $SAMPLES -I $IDLE -i $PP_ITERS -O $OVER_ITERS -p '$PAIRS' -T $OVER_T -w '$WAITERS' -m '$MODES'${BASE:+ -b $BASE}"
+    echo "command scripts/bench_shm_sleep.sh$([ $SMOKE = 1 ] && echo " --smoke") -r $REPS -R $PP_REPS -n $SAMPLES -I $IDLE -i $PP_ITERS -O $OVER_ITERS -p '$PAIRS' -T $OVER_T -w '$WAITERS' -q '$QWAITERS' -m '$MODES'${BASE:+ -b $BASE}"
     echo "smoke $SMOKE"
     echo "modes $MODES"
     echo "date $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -102,6 +108,7 @@ our_cpu_s() { awk '{split($0, f, /[ ms]+/); t += f[1] * 60 + f[2] + f[3] * 60 + 
     echo "over_iters $OVER_ITERS"
     echo "pairs $PAIRS"
     echo "waiters $WAITERS"
+    echo "quiet_waiters $QWAITERS"
     echo "waiter_samples $WSAMPLES"
     echo "over_timeout_s $OVER_T"
     [ -z "$BASE" ] || echo "base $(git rev-parse --short "$BASE")"
@@ -157,6 +164,34 @@ has waiters && for rep in $(seq 1 "$REPS"); do
                 -N "$n" -s "$WSAMPLES" -W 25 > "$f" 2> "$f.err" || echo "exit $?" >> "$f"
             [ -s "$f.err" ] || rm -f "$f.err"
             echo "[shm-sleep] waiters rep $rep, $n, $v: $(head -c 120 "$f" | head -1)"
+        done
+    done
+done
+
+# ---- 2b: a sender whose domain never waits (issue 48) -----------------------------------------
+# bell and base with the quiet sender (bound_wake -Q; growth without -R); "both": bell with a
+# sender that waits (growth -R; for bound_wake, the wake part's bell run is the reference)
+QVARIANTS="bell${BASE:+ base}"
+rotate() { # <k> <items...>: the items rotated by k
+    local k=$1; shift
+    printf '%s\n' "$@" | awk -v k="$k" '{a[NR-1]=$0} END {for (j = 0; j < NR; j++) print a[(j + k) % NR]}' | xargs
+}
+has quiet && for rep in $(seq 1 "$REPS"); do
+    for v in $(rotate "$rep" $QVARIANTS); do
+        f=$OUT/quiet-wake-$v-$rep.txt
+        as "$v" timeout -k 5 $((WAKE_D + 15)) "$NS" target/bound_wake -p rscntr -w unspec -Q \
+            -n "$SAMPLES" -I "$IDLE" -m 8 -i 200 -S 300 -D "$WAKE_D" > "$f" 2> "$f.err" || echo "exit $?" >> "$f"
+        [ -s "$f.err" ] || rm -f "$f.err"
+        echo "[shm-sleep] quiet sender, wake rep $rep $v: $(grep -h '^wake_us\|^noresult\|^exit\|^error' "$f" | head -1)"
+    done
+    for n in $QWAITERS; do
+        for v in $(rotate $((rep + n)) $QVARIANTS both); do
+            f=$OUT/quiet-waiters-$v-$n-$rep.txt
+            r=() && [ "$v" = both ] && r=(-R)
+            as "$([ "$v" = both ] && echo bell || echo "$v")" timeout -k 5 100 "$NS" target/growth -p rscntr \
+                -a none -D 90 -m waiters "${r[@]}" -N "$n" -s "$WSAMPLES" -W 25 > "$f" 2> "$f.err" || echo "exit $?" >> "$f"
+            [ -s "$f.err" ] || rm -f "$f.err"
+            echo "[shm-sleep] quiet sender, waiters rep $rep, $n, $v: $(head -c 120 "$f" | head -1)"
         done
     done
 done
@@ -236,7 +271,7 @@ echo "seconds $((SECONDS - t0))" >> "$OUT/meta.txt"
 echo "[shm-sleep] raw results in $OUT ($((SECONDS - t0)) s)"
 if [ $SMOKE = 1 ]; then
     python3 bench/shm_sleep_report.py --check "$OUT" "$OUT"
-elif [ "$MODES" != "wake waiters pp over" ]; then
+elif [ "$MODES" != "wake waiters quiet pp over" ]; then
     python3 bench/shm_sleep_report.py "$OUT" "$OUT"
     echo "[shm-sleep] some parts only: docs/ untouched"
 else
