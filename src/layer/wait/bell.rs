@@ -1,4 +1,9 @@
-//! Sleeping over shm: the doorbell between rscntr processes.
+//! Sleeping over shm: the doorbell between rscntr processes, and its waiter's side
+//! ([`BellBlocker`] for a domain's room, [`SlotBlocker`] for a counter's own waiter). The two
+//! blockers share this file (past 600 lines) because they share one handshake on one page: the
+//! slot waiter's arming, bounds and pull adaptation are the bell's own. What the bell is made
+//! of is `bell_files.rs`; the ringer's side `peers.rs` (peers' bells mapped and rung), `ring.rs`
+//! (endpoints' tables that ring) and `ring_cq.rs` (CQ reads that ring back).
 //!
 //! shm has nothing to block on (its waits yield, its CQs and counters refuse FI_WAIT_FD), and
 //! nothing in libfabric lets one process wake another that sleeps. rscntr adds it between
@@ -16,17 +21,19 @@
 //!   opens through `/proc/<pid>/fd/<n>`. The file is removed when the endpoint closes, on the
 //!   fatal signals shm cleans up on (SIGBUS, SIGSEGV, SIGTERM, SIGINT), and, after a SIGKILL,
 //!   by the next rscntr process that makes a bell (it removes files of dead pids of its own pid
-//!   namespace). The memfd and the socket vanish with the process.
+//!   namespace). The memfd and the socket vanish with the process. An endpoint of a domain that
+//!   never waits names no page: its file says only that it rings (`bell_files::NO_PAGE`).
 //! - **Arming** (a waiter about to sleep): drain the socket, set its way's bit in the word
 //!   (`engine::bell::FUTEX` for threads that sleep in [`Blocker::block`], a futex on the word;
 //!   `SOCKET` for threads in `poll()` on the socket), drive the core's progress once more and
 //!   re-check, then sleep (see [`Blocker::arm`] below, and `engine/futex.rs` for why a futex).
-//! - **Ringing** (`ring.rs`): an endpoint of a domain that waits gets data tables that, after
-//!   each operation the core accepted, look up the destination's page once (cached per
-//!   address) and then pay one fence and one load of its armed word; when armed, one
-//!   `FUTEX_WAKE` and/or one `sendto`, for the ways armed.
-//!   After driving the core's progress for a waiter, rscntr rings the peers it has mapped that
-//!   are armed (a response to their operation may be what they wait for).
+//! - **Ringing** (`ring.rs`): every endpoint over shm, whether its domain waits or not, gets data
+//!   tables that, after each operation the core accepted, look up the destination's page once
+//!   (cached per address) and then pay one fence and one load of its armed word; when armed,
+//!   one `FUTEX_WAKE` and/or one `sendto`, for the ways armed. After driving the core's
+//!   progress for a waiter, and after every CQ read of the domain (`ring_cq.rs`), rscntr rings
+//!   the peers its endpoints have mapped that are armed (a response to their operation may be
+//!   what they wait for).
 //! - **Hints.** An endpoint's name file also carries the slots of the counters bound to it
 //!   ([`BellBlocker::add_feed`]); a ringer sets them in the page's `hints` before it disarms the
 //!   word, and the thread it wakes progresses those counters' endpoints first
@@ -41,9 +48,9 @@
 //!   waiter drives its own counter's endpoints. The room's leader (which would be woken, drive
 //!   the hinted endpoints, and wake the waiter: two wakes in turn) sleeps only for the others:
 //!   counters beyond 127, bound late, or in a domain that falls back (below).
-//! - **Peers that do not ring.** A peer without a bell (plain shm, an rscntr process whose
-//!   domain never waits, another pid namespace) never rings: once rscntr sees one among the
-//!   peers it sends to, or enables an endpoint of its own without a bell, waits in the domain
+//! - **Peers that do not ring.** A peer without a name file (plain shm) or of another pid
+//!   namespace never rings: once rscntr sees one among the peers it sends to, or enables an
+//!   endpoint of its own without a bell (before the domain waited), waits in the domain
 //!   re-check every [`FALLBACK_SLEEP`] instead of [`NORMAL_SLEEP`], and say so once in the log.
 //!   No sleep on the armed word is ever longer than [`NORMAL_SLEEP`], none on a slot longer
 //!   than [`SLOT_SLEEP`]: a peer that died or wrote garbage over the page costs at most that

@@ -8,8 +8,11 @@
 //! - `feed.rs`: a bound counter's core counter (a `Feed`), opened at the first bind with its
 //!   bound wait, taking in what the core counted, armed for `fi_trywait`;
 //! - `reads.rs`: how often a read drives the core's progress;
-//! - `bell.rs`, `ring.rs`: the doorbell over shm, which has nothing to block on: a waiter's
-//!   domain publishes a bell, its peers ring it after operations toward it.
+//! - `bell.rs`, `bell_files.rs`, `peers.rs`, `ring.rs`, `ring_cq.rs`: the doorbell over shm,
+//!   which has nothing to block on: a waiter's domain publishes a bell (`bell.rs`, made of
+//!   `bell_files.rs`), every rscntr endpoint over shm rings its peers' after operations toward
+//!   them (`peers.rs`, `ring.rs`) and after CQ reads that may have answered them (`ring_cq.rs`);
+//! - `registry.rs`: records found by fid where another patch's table is in front.
 
 pub mod bell;
 mod bell_files;
