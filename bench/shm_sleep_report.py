@@ -84,6 +84,19 @@ def parse_waiters(path):
     return {"why": why}
 
 
+def gather(raw, name, parse, keys, reps, on, label, missing):
+    """The medians over the runs raw/<name with {r} the repetition> of what `parse` reads (its
+    `keys`), and their count; each run without a number goes into `missing`."""
+    runs = [parse(os.path.join(raw, name.format(r=r))) for r in range(1, reps + 1)] if on else []
+    for r, x in enumerate(runs, 1):
+        if "why" in x:
+            missing.append(f"{label} rep {r}: {x['why']}")
+    ok = [x for x in runs if "why" not in x]
+    out = {k: med([x[k] for x in ok]) for k in keys}
+    out["runs"] = len(ok)
+    return out
+
+
 def parse_pair(path, size=8):
     """One oversubscribed pair's client: (messages per second, elapsed s) or None."""
     text = open(path).read() if os.path.exists(path) else ""
@@ -122,16 +135,8 @@ def main():
     missing = []
 
     # ---- 1-2: idle wake
-    wake = {}
-    for v in variants:
-        runs = [parse_wake(os.path.join(raw, f"wake-{v}-{r}.txt")) for r in range(1, reps + 1)
-                if "wake" in modes]
-        for r, x in enumerate(runs, 1):
-            if "why" in x:
-                missing.append(f"wake {v} rep {r}: {x['why']}")
-        ok = [x for x in runs if "why" not in x]
-        wake[v] = {k: med([x[k] for x in ok]) for k in ("cpu_pct", "med", "p99", "cpu_us")}
-        wake[v]["runs"] = len(ok)
+    wake = {v: gather(raw, f"wake-{v}-{{r}}.txt", parse_wake, ("cpu_pct", "med", "p99", "cpu_us"), reps,
+                      "wake" in modes, f"wake {v}", missing) for v in variants}
     # one kernel wake (bench/kernel_wake.c), the yardstick
     kw = []
     for r in range(1, reps + 1):
@@ -143,40 +148,19 @@ def main():
             missing.append(f"kernel wake rep {r}: no kwake_us line")
     kwake = {"med": med([a for a, _ in kw]), "p99": med([b for _, b in kw])}
 
-    waiters = {}
-    for n in nwaiters:
-        for v in variants:
-            runs = [parse_waiters(os.path.join(raw, f"waiters-{v}-{n}-{r}.txt")) for r in range(1, reps + 1)
-                    if "waiters" in modes]
-            for r, x in enumerate(runs, 1):
-                if "why" in x:
-                    missing.append(f"{n} waiters {v} rep {r}: {x['why']}")
-            ok = [x for x in runs if "why" not in x]
-            waiters[n, v] = {k: med([x[k] for x in ok]) for k in ("cpu_pct", "med", "p90")}
+    waiters = {(n, v): gather(raw, f"waiters-{v}-{n}-{{r}}.txt", parse_waiters, ("cpu_pct", "med", "p90"),
+                              reps, "waiters" in modes, f"{n} waiters {v}", missing)
+               for n in nwaiters for v in variants}
 
     # ---- 2b: a sender whose domain never waits (issue 48); "both" for bound_wake is the wake
     # part's bell run
-    qwake = {}
-    for v in qvariants:
-        runs = [parse_wake(os.path.join(raw, f"quiet-wake-{v}-{r}.txt")) for r in range(1, reps + 1)
-                if "quiet" in modes]
-        for r, x in enumerate(runs, 1):
-            if "why" in x:
-                missing.append(f"quiet sender wake {v} rep {r}: {x['why']}")
-        ok = [x for x in runs if "why" not in x]
-        qwake[v] = {k: med([x[k] for x in ok]) for k in ("cpu_pct", "med", "p99")}
+    qwake = {v: gather(raw, f"quiet-wake-{v}-{{r}}.txt", parse_wake, ("cpu_pct", "med", "p99"), reps,
+                       "quiet" in modes, f"quiet sender wake {v}", missing) for v in qvariants}
     if "bell" in wake:
         qwake["both"] = wake["bell"]
-    qwait = {}
-    for n in qwaiters:
-        for v in qvariants + ["both"]:
-            runs = [parse_waiters(os.path.join(raw, f"quiet-waiters-{v}-{n}-{r}.txt")) for r in range(1, reps + 1)
-                    if "quiet" in modes]
-            for r, x in enumerate(runs, 1):
-                if "why" in x:
-                    missing.append(f"quiet sender, {n} waiters {v} rep {r}: {x['why']}")
-            ok = [x for x in runs if "why" not in x]
-            qwait[n, v] = {k: med([x[k] for x in ok]) for k in ("cpu_pct", "med", "p90")}
+    qwait = {(n, v): gather(raw, f"quiet-waiters-{v}-{n}-{{r}}.txt", parse_waiters, ("cpu_pct", "med", "p90"),
+                            reps, "quiet" in modes, f"quiet sender, {n} waiters {v}", missing)
+             for n in qwaiters for v in qvariants + ["both"]}
 
     # ---- 3: pingpongs
     pp = {}
