@@ -492,8 +492,8 @@ impl DomainPeers {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::bell_files::NameFile;
     use super::*;
+    use crate::layer::wait::bell_files::NameFile;
 
     /// An endpoint of a domain that never waits says that it rings; a peer that sends to it
     /// takes it for a ringer, not for a peer that never rings (plain shm: no file at all).
