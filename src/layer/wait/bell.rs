@@ -2,8 +2,8 @@
 //! ([`BellBlocker`] for a domain's room, [`SlotBlocker`] for a counter's own waiter). The two
 //! blockers share this file (past 600 lines) because they share one handshake on one page: the
 //! slot waiter's arming, bounds and pull adaptation are the bell's own. What the bell is made
-//! of is `bell_files.rs`; the ringer's side `peers.rs` (peers' bells mapped and rung), `ring.rs`
-//! (endpoints' tables that ring) and `ring_cq.rs` (CQ reads that ring back).
+//! of is `bell_files.rs`; the ringer's side `peers.rs` (peers' bells mapped and rung) and
+//! `ring.rs` (endpoints' tables that ring).
 //!
 //! shm has nothing to block on (its waits yield, its CQs and counters refuse FI_WAIT_FD), and
 //! nothing in libfabric lets one process wake another that sleeps. rscntr adds it between
@@ -30,10 +30,9 @@
 //! - **Ringing** (`ring.rs`): every endpoint over shm, whether its domain waits or not, gets data
 //!   tables that, after each operation the core accepted, look up the destination's page once
 //!   (cached per address) and then pay one fence and one load of its armed word; when armed,
-//!   one `FUTEX_WAKE` and/or one `sendto`, for the ways armed. After driving the core's
-//!   progress for a waiter, and after every CQ read of the domain (`ring_cq.rs`), rscntr rings
-//!   the peers its endpoints have mapped that are armed (a response to their operation may be
-//!   what they wait for).
+//!   one `FUTEX_WAKE` and/or one `sendto`, for the ways armed. After a pull that moved a counter
+//!   (a waiter's, or a read of a counter), rscntr rings the peers its endpoints have mapped that
+//!   are armed (a response to their operation may be what they wait for).
 //! - **Hints.** An endpoint's name file also carries the slots of the counters bound to it
 //!   ([`BellBlocker::add_feed`]); a ringer sets them in the page's `hints` before it disarms the
 //!   word, and the thread it wakes progresses those counters' endpoints first

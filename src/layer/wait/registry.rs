@@ -1,6 +1,6 @@
 //! Records found by the fid they patch, lock-free: for ops that are called through another
-//! patch's table (rscntr's triggered operations over an endpoint's ringing tables, a deferred
-//! work filter over a CQ's), where the fid's table pointer no longer leads to the record.
+//! patch's table (rscntr's triggered operations over an endpoint's ringing tables), where the
+//! fid's table pointer no longer leads to the record.
 //! Open addressing over a fixed table of atomics: a lookup is a hash and a few loads.
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
