@@ -66,11 +66,11 @@ pub fn plan_for(core: &str) -> Plan {
     }
 }
 
-/// Whether the core counter is opened with FI_PEER, under the running libfabric
-/// (`boundary::versions::counting` decides; this says in the log which path serves). Where it
-/// is not, the core gets a counter of its own that rscntr reads (and that signals the wait set
-/// on every count).
-pub fn peer_counters_work(core: &str) -> bool {
+/// How the core counts into a bound rscntr counter under the running libfabric
+/// (`boundary::versions::counting` decides; this says in the log which path serves): through
+/// FI_PEER, through its own counter's `add`, which rscntr points at its counter, or into a
+/// core counter whose increases rscntr takes in.
+pub fn core_counting(core: &str) -> Counting {
     let api = Api::running();
     let path = versions::counting(core, api);
     match path {
@@ -78,16 +78,21 @@ pub fn peer_counters_work(core: &str) -> bool {
             Domain,
             "counters over {core} (libfabric {api}): the core counts into rscntr's through FI_PEER"
         ),
-        Counting::OwnAdd { .. } => fi_info!(
+        Counting::OwnAdd { peer_flag } => fi_info!(
             Domain,
-            "counters over {core} (libfabric {api}): the core counts through its counter's own add, which rscntr points at its counter"
+            "counters over {core} (libfabric {api}): the core counts through its counter's own add, which rscntr points at its counter{}",
+            if peer_flag {
+                " (opened with FI_PEER)"
+            } else {
+                ""
+            }
         ),
         Counting::CoreCounter(why) => fi_info!(
             Domain,
             "counters over {core} (libfabric {api}): rscntr takes in a core counter's counts ({why})"
         ),
     }
-    path.peer_flag()
+    path
 }
 
 /// A core domain's own `cq_open`.
@@ -133,8 +138,8 @@ pub struct CoreWaits<'a> {
     /// The core fabric's ops for wait sets, and how this core is waited on.
     pub fabric: CoreFabric,
     pub plan: Plan,
-    /// The core counts through FI_PEER counters (see [`peer_counters_work`]).
-    pub peer: bool,
+    /// How the core counts into a bound rscntr counter (see [`core_counting`]).
+    pub counting: Counting,
     /// rscntr's watcher thread may drive the core's progress (the domain is FI_THREAD_SAFE).
     pub watcher_may_progress: bool,
     /// The domain's progress-fd blocker, shared by its counters, made at the first use.

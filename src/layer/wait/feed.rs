@@ -16,6 +16,7 @@ use super::reads::ReadDuty;
 use crate::boundary::ffi;
 use crate::boundary::peer_sys;
 use crate::boundary::testhook::{self, Op};
+use crate::boundary::versions::Counting;
 use crate::cntr::{AnyCntr, Armed, Feed, FeedRequest, Tally};
 use crate::engine::Wake;
 use crate::layer::hooks::{BindHook, CntrBind, Step, describe_flags};
@@ -185,9 +186,10 @@ fn new_feed(
     blocker: CoreBlocker,
     shared: bool,
 ) -> Box<CoreFeed> {
-    // tcp counts into its own counter through the counter's ops, whatever it was opened with:
-    // rscntr makes those counts go straight into the rscntr counter (see `count_through_peer`).
-    let counted_ops = (core.plan == Plan::ProgressFd)
+    // A core that counts through its own counter's ops (`Counting::OwnAdd`: tcp, whatever the
+    // counter was opened with): rscntr makes those counts go straight into the rscntr counter
+    // (see `count_through_peer`).
+    let counted_ops = matches!(core.counting, Counting::OwnAdd { .. })
         // SAFETY: the core counter was just opened with its peer context and is bound to
         // nothing yet; the ops live in the feed, as long as the core counter.
         .then(|| unsafe { count_through_peer(out) });
@@ -292,7 +294,7 @@ fn open_core_cntr_on(
     };
     // FI_PEER where the core takes it (tcp takes the flag but keeps counting through its
     // counter's ops, which `count_through_peer` then hooks).
-    if core.peer {
+    if core.counting.peer_flag() {
         attr.flags = ofi::FI_PEER;
         let peer = (&mut *ctx as *mut peer_sys::fi_peer_cntr_context).cast();
         match open(&mut attr, peer) {
