@@ -72,7 +72,19 @@ pub fn plan_for(core: &str) -> Plan {
 /// core counter whose increases rscntr takes in.
 pub fn core_counting(core: &str) -> Counting {
     let api = Api::running();
-    let path = versions::counting(core, api);
+    let mut path = versions::counting(core, api);
+    if matches!(path, Counting::OwnAdd { .. })
+        && core.ends_with(";ofi_rxm")
+        && rxm_passthru(std::env::var(RXM_PASSTHRU).ok().as_deref())
+    {
+        // A pass-through rxm domain (over tcp's FI_PROTO_RXM_TCP infos, which rxm offers first
+        // when this is set) opens a tcp counter behind each of its counters, which tcp counts
+        // into with its own ops (`rxm_cntr_open`, prov/rxm/src/rxm_domain.c, 1.17 to 1.22):
+        // the hook on rxm's `add` would see none of it, and reads take in only the value.
+        path = Counting::CoreCounter(
+            "FI_OFI_RXM_ENABLE_PASSTHRU: rxm's pass-through counters count in a tcp counter behind them",
+        );
+    }
     match path {
         Counting::Peer => fi_info!(
             Domain,
@@ -93,6 +105,20 @@ pub fn core_counting(core: &str) -> Counting {
         ),
     }
     path
+}
+
+/// rxm's parameter for its pass-through domains (off by default).
+const RXM_PASSTHRU: &str = "FI_OFI_RXM_ENABLE_PASSTHRU";
+
+/// Whether `value` of [`RXM_PASSTHRU`] turns it on, as libfabric's `fi_param_get` reads a
+/// boolean (`fi_parse_bool`, src/var.c): `1`, or `true`, `yes`, `on` in any case.
+fn rxm_passthru(value: Option<&str>) -> bool {
+    value.is_some_and(|v| {
+        v == "1"
+            || ["true", "yes", "on"]
+                .iter()
+                .any(|t| v.eq_ignore_ascii_case(t))
+    })
 }
 
 /// A core domain's own `cq_open`.
@@ -746,4 +772,26 @@ pub fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
 pub fn epoll_add_shared(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
     let events = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
     epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rxm_passthru;
+
+    #[test]
+    fn rxm_passthru_is_read_as_libfabric_reads_a_boolean() {
+        for on in ["1", "true", "YES", "On"] {
+            assert!(rxm_passthru(Some(on)), "{on}");
+        }
+        for off in [
+            None,
+            Some("0"),
+            Some("no"),
+            Some("off"),
+            Some(""),
+            Some("2"),
+        ] {
+            assert!(!rxm_passthru(off), "{off:?}");
+        }
+    }
 }
