@@ -136,8 +136,8 @@ step mpi "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscnt
 step mpi,mpich-suite "MPICH 4.0.2's test suite (Debian's tarball): rma subsets (mpich_testsuite.sh --full: whole lists) and threads/rma, rscntr(tcp;ofi_rxm) and rscntr(shm) pass what the core passes" \
     timeout 5400 prov_test/mpi/mpich_testsuite.sh
 # One route in a full run, for CI's 90 minutes (both took 839 s at a load average of 6-9):
-# rxm, the documented route, where libfabric 1.22's rxm counts through a core counter
-# (no FI_PEER). Both routes: mpich_testsuite.sh --mpich43; both, whole lists: add --full.
+# rxm, the documented route, where libfabric 1.22's rxm counts through its counter's own add,
+# which rscntr hooks (no FI_PEER). Both routes: mpich_testsuite.sh --mpich43; both, whole lists: add --full.
 step mpi,mpich-suite,mpi-1x "MPICH 4.0.2's test suite built against the mpich==4.3.2 wheel (libfabric 1.22): rma subset (mpich_testsuite.sh --mpich43 --full: whole lists, both routes) and threads/rma, rscntr(tcp;ofi_rxm) passes what the core passes (shm: mpich_testsuite.sh --mpich43 shm)" \
     timeout 5400 prov_test/mpi/mpich_testsuite.sh --mpich43 rxm
 step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \

@@ -140,9 +140,9 @@ pub unsafe fn set_max_cntr_values(dom: *mut ofi::fi_domain_attr, value: u64) {
 pub enum Counting {
     /// The core calls the owner's `inc` (`FI_PEER`).
     Peer,
-    /// The core counts through its own counter's `add`, which the layer points at rscntr's
-    /// counter (tcp, at every version); opened with `FI_PEER` where the version has it, which
-    /// tcp takes and ignores.
+    /// The core counts through its own counter's `add` and `adderr`, which the layer points at
+    /// rscntr's counter (tcp at every version, rxm before 2.0, rxd at every version); opened
+    /// with `FI_PEER` where the core takes it and still counts through `add` (tcp from 1.19).
     OwnAdd { peer_flag: bool },
     /// A core counter of its own, whose increase rscntr takes in on each pull; why.
     CoreCounter(&'static str),
@@ -157,28 +157,40 @@ impl Counting {
 
 /// How `core` counts into a bound rscntr counter under libfabric `api`. Never a peer counter
 /// that accepts `FI_PEER` and drops what it should count.
+///
+/// rxm and rxd count every completion through the bound counter's own ops, where rscntr's hook
+/// catches it (read at the tags 1.17.0 to 1.22.0, rxd also at 2.1.0): util's
+/// `ofi_ep_bind_cntr` (prov/util/src/util_ep.c), which both bind counters with (rxm through
+/// `ofi_ep_fid_bind`, from 1.18 `rxm_ep_bind`'s `ofi_ep_bind`; rxd in `rxd_ep_bind`), sets the
+/// endpoint's increment functions to `ofi_cntr_inc` (include/ofi_util.h:
+/// `cntr->cntr_fid.ops->add(&cntr->cntr_fid, 1)`). rxm counts with `ofi_ep_*_cntr_inc` (from
+/// 1.19 `ofi_ep_cntr_inc`) and its errors with `rxm_cntr_incerr` (prov/rxm/src/rxm.h:
+/// `ops->adderr`), all in prov/rxm/src/rxm_cq.c; rxd with `ofi_ep_tx_cntr_inc_func` and
+/// `ofi_ep_rx_cntr_inc_func` (rxd_cq.c) and its errors with `rxd_cntr_report_error`
+/// (rxd_cntr.c: `ops->adderr`). Neither reads the counter's value but through its ops (rxd's
+/// own `rxd_cntr_wait` reads `cnt`, a wait rscntr never calls), and util's `ofi_cntr_read`
+/// still runs the bound endpoints' progress (`ofi_cntr_progress`) before it returns the value,
+/// which stays at zero. From 2.0 rxm calls the owner's `inc` itself (`ofi_ep_peer_tx_cntr_inc`
+/// and the like, rxm_cq.c). (rxm's pass-through domains count elsewhere:
+/// `layer::wait::core_counting`.)
 pub fn counting(core: &str, api: Api) -> Counting {
     let util = core.rsplit_once(';').map(|(_, u)| u);
     if core == "tcp" {
         Counting::OwnAdd {
             peer_flag: api.has_peer_counters(),
         }
+    } else if util == Some("ofi_rxd") {
+        // Not FI_PEER: rxd counts through its counter's own `add`, which util's peer counters
+        // (from 1.19, `util_peer_cntr_ops`) do not implement, at every version.
+        Counting::OwnAdd { peer_flag: false }
+    } else if util == Some("ofi_rxm") && api < Api::V2_0 {
+        // Not FI_PEER: before 2.0 rxm counts through its counter's `add`, a stub in util's
+        // peer counters, which accept FI_PEER from 1.19 and lose every count.
+        Counting::OwnAdd { peer_flag: false }
     } else if !api.has_peer_counters() {
         Counting::CoreCounter("libfabric before 1.19 has no peer counters")
     } else if core == "sockets" {
         Counting::CoreCounter("sockets refuses FI_PEER")
-    } else if util == Some("ofi_rxd") {
-        // rxd binds counters with util's generic bind, whose increments go through the
-        // counter's own `add`, which util's peer counters do not implement.
-        Counting::CoreCounter(
-            "rxd counts through its counter's own add, which a peer counter drops",
-        )
-    } else if util == Some("ofi_rxm") && api < Api::V2_0 {
-        // rxm calls the owner's `inc` only from 2.0; before, it counts through its counter's
-        // `add`, a stub in util's peer counters: it accepts FI_PEER and loses every count.
-        Counting::CoreCounter(
-            "rxm before libfabric 2.0 counts through its counter's own add, which a peer counter drops",
-        )
     } else {
         Counting::Peer
     }
@@ -364,14 +376,32 @@ mod tests {
         assert_eq!(counting("tcp;ofi_rxm", Api::new(2, 0)), Counting::Peer);
         assert!(!peer("udp;ofi_rxd", 2, 5));
         assert!(!peer("sockets", 2, 5));
-        assert_eq!(
-            counting("tcp", Api::new(1, 17)),
-            Counting::OwnAdd { peer_flag: false }
-        );
-        assert_eq!(
-            counting("tcp", Api::new(2, 1)),
-            Counting::OwnAdd { peer_flag: true }
-        );
+    }
+
+    #[test]
+    fn cores_that_count_through_their_own_add_are_hooked() {
+        let own = |peer_flag| Counting::OwnAdd { peer_flag };
+        assert_eq!(counting("tcp", Api::new(1, 17)), own(false));
+        assert_eq!(counting("tcp", Api::new(2, 1)), own(true));
+        // rxm before 2.0 and rxd at every version, never with FI_PEER.
+        for (major, minor) in [(1, 17), (1, 18), (1, 19), (1, 22)] {
+            let api = Api::new(major, minor);
+            assert_eq!(counting("tcp;ofi_rxm", api), own(false), "rxm at {api}");
+            assert_eq!(counting("verbs;ofi_rxm", api), own(false), "rxm at {api}");
+        }
+        for (major, minor) in [(1, 17), (1, 19), (2, 1), (2, 5)] {
+            let api = Api::new(major, minor);
+            assert_eq!(counting("udp;ofi_rxd", api), own(false), "rxd at {api}");
+        }
+        // What keeps a counter of its own: no peer counters before 1.19, sockets refusing them.
+        assert!(matches!(
+            counting("shm", Api::new(1, 18)),
+            Counting::CoreCounter(_)
+        ));
+        assert!(matches!(
+            counting("sockets", Api::new(2, 1)),
+            Counting::CoreCounter(_)
+        ));
     }
 
     #[test]

@@ -165,7 +165,7 @@ pub unsafe fn patch(
                 watcher_may_progress: thread_safe,
                 fabric: fabric.ops,
                 plan: wait::plan_for(&core),
-                peer: wait::peer_counters_work(&core),
+                counting: wait::core_counting(&core),
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
                 bell: parking_lot::Mutex::new(None),

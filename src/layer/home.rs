@@ -28,8 +28,8 @@ pub struct CoreHome {
     /// The core fabric's ops for wait sets, and how this core is waited on.
     pub fabric: CoreFabric,
     pub plan: Plan,
-    /// The core counts through FI_PEER counters (see `wait::peer_counters_work`).
-    pub peer: bool,
+    /// How the core counts into a bound rscntr counter (see `wait::core_counting`).
+    pub counting: crate::boundary::versions::Counting,
     /// The core's own cq_open (for the progress-fd CQ of [`Plan::ProgressFd`]).
     pub cq_open: CqOpenFn,
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
@@ -120,7 +120,7 @@ impl CoreHome {
             cq_open: self.cq_open,
             fabric: self.fabric,
             plan: self.plan,
-            peer: self.peer,
+            counting: self.counting,
             watcher_may_progress: self.watcher_may_progress,
             progress: &self.progress,
             room: &self.room,

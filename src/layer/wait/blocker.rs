@@ -67,28 +67,59 @@ pub fn plan_for(core: &str) -> Plan {
     }
 }
 
-/// Whether the core counter is opened with FI_PEER, under the running libfabric
-/// (`boundary::versions::counting` decides; this says in the log which path serves). Where it
-/// is not, the core gets a counter of its own that rscntr reads (and that signals the wait set
-/// on every count).
-pub fn peer_counters_work(core: &str) -> bool {
+/// How the core counts into a bound rscntr counter under the running libfabric
+/// (`boundary::versions::counting` decides; this says in the log which path serves): through
+/// FI_PEER, through its own counter's `add`, which rscntr points at its counter, or into a
+/// core counter whose increases rscntr takes in.
+pub fn core_counting(core: &str) -> Counting {
     let api = Api::running();
-    let path = versions::counting(core, api);
+    let mut path = versions::counting(core, api);
+    if matches!(path, Counting::OwnAdd { .. })
+        && core.ends_with(";ofi_rxm")
+        && rxm_passthru(std::env::var(RXM_PASSTHRU).ok().as_deref())
+    {
+        // A pass-through rxm domain (over tcp's FI_PROTO_RXM_TCP infos, which rxm offers first
+        // when this is set) opens a tcp counter behind each of its counters, which tcp counts
+        // into with its own ops (`rxm_cntr_open`, prov/rxm/src/rxm_domain.c, 1.17 to 1.22):
+        // the hook on rxm's `add` would see none of it, and reads take in only the value.
+        path = Counting::CoreCounter(
+            "FI_OFI_RXM_ENABLE_PASSTHRU: rxm's pass-through counters count in a tcp counter behind them",
+        );
+    }
     match path {
         Counting::Peer => fi_info!(
             Domain,
             "counters over {core} (libfabric {api}): the core counts into rscntr's through FI_PEER"
         ),
-        Counting::OwnAdd { .. } => fi_info!(
+        Counting::OwnAdd { peer_flag } => fi_info!(
             Domain,
-            "counters over {core} (libfabric {api}): the core counts through its counter's own add, which rscntr points at its counter"
+            "counters over {core} (libfabric {api}): the core counts through its counter's own add, which rscntr points at its counter{}",
+            if peer_flag {
+                " (opened with FI_PEER)"
+            } else {
+                ""
+            }
         ),
         Counting::CoreCounter(why) => fi_info!(
             Domain,
             "counters over {core} (libfabric {api}): rscntr takes in a core counter's counts ({why})"
         ),
     }
-    path.peer_flag()
+    path
+}
+
+/// rxm's parameter for its pass-through domains (off by default).
+const RXM_PASSTHRU: &str = "FI_OFI_RXM_ENABLE_PASSTHRU";
+
+/// Whether `value` of [`RXM_PASSTHRU`] turns it on, as libfabric's `fi_param_get` reads a
+/// boolean (`fi_parse_bool`, src/var.c): `1`, or `true`, `yes`, `on` in any case.
+fn rxm_passthru(value: Option<&str>) -> bool {
+    value.is_some_and(|v| {
+        v == "1"
+            || ["true", "yes", "on"]
+                .iter()
+                .any(|t| v.eq_ignore_ascii_case(t))
+    })
 }
 
 /// A core domain's own `cq_open`.
@@ -134,8 +165,8 @@ pub struct CoreWaits<'a> {
     /// The core fabric's ops for wait sets, and how this core is waited on.
     pub fabric: CoreFabric,
     pub plan: Plan,
-    /// The core counts through FI_PEER counters (see [`peer_counters_work`]).
-    pub peer: bool,
+    /// How the core counts into a bound rscntr counter (see [`core_counting`]).
+    pub counting: Counting,
     /// rscntr's watcher thread may drive the core's progress (the domain is FI_THREAD_SAFE).
     pub watcher_may_progress: bool,
     /// The domain's progress-fd blocker, shared by its counters, made at the first use.
@@ -744,4 +775,26 @@ pub fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
 pub fn epoll_add_shared(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
     let events = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
     epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rxm_passthru;
+
+    #[test]
+    fn rxm_passthru_is_read_as_libfabric_reads_a_boolean() {
+        for on in ["1", "true", "YES", "On"] {
+            assert!(rxm_passthru(Some(on)), "{on}");
+        }
+        for off in [
+            None,
+            Some("0"),
+            Some("no"),
+            Some("off"),
+            Some(""),
+            Some("2"),
+        ] {
+            assert!(!rxm_passthru(off), "{off:?}");
+        }
+    }
 }

@@ -16,6 +16,7 @@ use super::reads::ReadDuty;
 use crate::boundary::ffi;
 use crate::boundary::peer_sys;
 use crate::boundary::testhook::{self, Op};
+use crate::boundary::versions::Counting;
 use crate::cntr::{AnyCntr, Armed, Feed, FeedRequest, Tally};
 use crate::engine::Wake;
 use crate::layer::hooks::{BindHook, CntrBind, Step, describe_flags};
@@ -55,18 +56,19 @@ pub struct CoreFeed {
     /// The FI_PEER context the core counter was opened with: a core may keep it (libfabric's
     /// util counters make it their fid's context), so it lives as long as the core counter.
     _peer_context: PeerContext,
-    /// The ops table the core counter points at when rscntr counts its adds itself (tcp: see
-    /// [`count_through_peer`]); lives as long as the core counter. While there is one the core
-    /// counter stays at zero, and a pull reads it once, for the progress the read runs, not its
-    /// error count and then its value (the core's progress twice): a tcp ping-pong on counters
+    /// The ops table the core counter points at when rscntr counts its adds itself (tcp, rxm
+    /// before libfabric 2.0, rxd: see [`count_through_peer`]); lives as long as the core
+    /// counter. While there is one the core counter stays at zero, and a pull reads it once,
+    /// for the progress the read runs, not its error count and then its value (the core's
+    /// progress twice): a tcp ping-pong on counters
     /// (`fi_rdm_cntr_pingpong`, 8 B) took 8.85 µs per transfer instead of 9.39
     /// (`bench_pingpong_ab.sh -r 9`, one run). Cores that count through FI_PEER leave theirs at
     /// zero too, but still read both: over shm a pull's second progress run finds a peer's
     /// answer sooner (0.40 µs per transfer with one, 0.35 with two, one run of 11 repetitions),
     /// and over tcp;ofi_rxm one made no difference.
     counted_ops: Option<Box<ofi::fi_ops_cntr>>,
-    /// Over a core whose counter read drives every bound endpoint and that counts through
-    /// FI_PEER: how often reads drive it (`reads.rs`).
+    /// Over a core whose counter read drives every bound endpoint and that counts straight into
+    /// the rscntr counter: how often reads drive it (`reads.rs`).
     reads: Option<ReadDuty>,
     /// Over the doorbell: this feed's slot in the domain's bell (`BellBlocker::add_feed`), and
     /// where this counter's waiter sleeps while the slot has a bit of its own and the counter
@@ -185,9 +187,10 @@ fn new_feed(
     blocker: CoreBlocker,
     shared: bool,
 ) -> Box<CoreFeed> {
-    // tcp counts into its own counter through the counter's ops, whatever it was opened with:
-    // rscntr makes those counts go straight into the rscntr counter (see `count_through_peer`).
-    let counted_ops = (core.plan == Plan::ProgressFd)
+    // A core that counts through its own counter's ops (`Counting::OwnAdd`: tcp, whatever the
+    // counter was opened with; rxm before 2.0 and rxd, opened without FI_PEER): rscntr makes
+    // those counts go straight into the rscntr counter (see `count_through_peer`).
+    let counted_ops = matches!(core.counting, Counting::OwnAdd { .. })
         // SAFETY: the core counter was just opened with its peer context and is bound to
         // nothing yet; the ops live in the feed, as long as the core counter.
         .then(|| unsafe { count_through_peer(out) });
@@ -206,10 +209,13 @@ fn new_feed(
         }
     );
     // Reads on a duty cycle where a read of the core counter runs the progress of every
-    // endpoint bound to it and the core counts straight into the rscntr counter (util-based
-    // cores, over FI_PEER): not tcp (it counts into its own counter, which only a read takes
-    // in, and its read does not grow), nor sockets (its own thread progresses).
-    let reads = (peer && matches!(core.plan, Plan::Yield | Plan::Bell | Plan::FdSet { .. }))
+    // endpoint bound to it and the core counts straight into the rscntr counter, so a read that
+    // does not drive it misses nothing another thread's progress counted (util-based cores:
+    // over FI_PEER, or through the hooked `add` of rxm before 2.0 and rxd): not tcp (its read
+    // runs the domain's progress, whose cost does not grow with the counter's endpoints), nor
+    // sockets (its own thread progresses, and it counts into its own counter).
+    let direct = peer || counted_ops.is_some();
+    let reads = (direct && matches!(core.plan, Plan::Yield | Plan::Bell | Plan::FdSet { .. }))
         .then(ReadDuty::new);
     let slot_sleep = match &blocker {
         CoreBlocker::Bell(b) => Some(SlotBlocker::new(b.clone())),
@@ -292,7 +298,7 @@ fn open_core_cntr_on(
     };
     // FI_PEER where the core takes it (tcp takes the flag but keeps counting through its
     // counter's ops, which `count_through_peer` then hooks).
-    if core.peer {
+    if core.counting.peer_flag() {
         attr.flags = ofi::FI_PEER;
         let peer = (&mut *ctx as *mut peer_sys::fi_peer_cntr_context).cast();
         match open(&mut attr, peer) {
@@ -335,9 +341,11 @@ impl Feed for CoreFeed {
     /// Reading the core counter runs the core's progress for the endpoints bound to it. Cores
     /// that advertise FI_PROGRESS_AUTO may still only progress when asked (tcp starts its
     /// progress thread only for some wait objects), so rscntr always asks. Cores differ in how
-    /// they honour FI_PEER: util-based cores that call the peer's `owner_ops->inc` (shm, rxm,
-    /// rxd) count nothing themselves and read 0; tcp increments through its own counter ops
-    /// and keeps the count in its own counter; sockets has no peer counters at all. rscntr
+    /// they count (`boundary::versions::counting`): util-based cores over FI_PEER (shm from
+    /// libfabric 1.19, rxm from 2.0) call the peer's `owner_ops->inc`, and the cores whose
+    /// counter's own `add` rscntr hooks (tcp, rxm before 2.0, rxd: [`count_through_peer`])
+    /// count through it into the rscntr counter: either way the core counter reads 0. The
+    /// others (sockets, and shm and udp before 1.19) keep the count in their own counter. rscntr
     /// takes the increase of the core counter's value since the last look into its own, so
     /// every kind counts exactly once. The core counter is never set or added to by rscntr,
     /// so it only grows; a compare-exchange on the last seen value makes each increase count
@@ -652,11 +660,15 @@ fn take_increase(seen: &AtomicU64, now: u64, add: impl FnOnce(u64)) {
 
 /// Points a core counter at a copy of its ops whose `add` and `adderr` count into the rscntr
 /// counter through the peer fid of the context it was opened with, as an FI_PEER core does,
-/// instead of into the core counter. For tcp, which counts every completion with its
-/// counter's own `add`/`adderr` ops (`ofi_cntr_inc`, `xnet_cntr_incerr`) and keeps FI_PEER
-/// counters only for reads: a completion made by any thread's progress then reaches the rscntr
-/// counter, and wakes the one thread waiting on it, at once; the core counter stays at zero, so
-/// [`Feed::sync`] takes nothing in twice, and reading it still drives the core's progress.
+/// instead of into the core counter. For the cores that count every completion with their
+/// counter's own `add`/`adderr` ops (`boundary::versions::Counting::OwnAdd`): tcp
+/// (`ofi_cntr_inc`, `xnet_cntr_incerr`), which keeps FI_PEER counters only for reads; rxm
+/// before libfabric 2.0 (`ofi_cntr_inc`, `rxm_cntr_incerr`) and rxd (`ofi_cntr_inc`,
+/// `rxd_cntr_report_error`), whose util counters are opened without FI_PEER. A completion made
+/// by any thread's progress then reaches the rscntr counter, and wakes the one thread waiting
+/// on it, at once; the core counter stays at zero, so [`Feed::sync`] takes nothing in twice,
+/// and reading it still drives the core's progress (util's `ofi_cntr_read` runs the bound
+/// endpoints' progress before it reads).
 ///
 /// # Safety
 /// `cntr` is a core counter just opened with a `fi_peer_cntr_context` as its context, used by

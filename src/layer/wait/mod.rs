@@ -24,6 +24,6 @@ mod registry;
 pub mod ring;
 
 pub use blocker::{
-    CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan,
-    epoll_add_shared, epoll_set, peer_counters_work, plan_for,
+    CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, core_counting,
+    epoll_add_shared, epoll_set, plan_for,
 };
