@@ -41,6 +41,10 @@
  * |           | FD CQ, 2 messages each:                                                       |
  * |           | every wait 0 with its count and data, and W's log never says `does not ring`   |
  * |           | (its waits never fell back to re-checking: every arrival was rung)            |
+ * | answers   | P's domain never waits and only polls its CQ (every ms); W sleeps on its own    |
+ * |           | FI_READ counter for fetching atomics (FI_SUM u64) and reads toward P: counts,   |
+ * |           | fetched values and P's sum exact; W's log says once, at the first operation,    |
+ * |           | that P's answers ring nobody (its waits re-check), and no other fallback        |
  * | killed    | P SIGKILLed while W is armed (2 s): W's wait -FI_ETIMEDOUT, W closes, exits 0 |
  * | garbage   | after a clean round, while W is armed (3 s), the parent overwrites every bell |
  * |           | file W made (/dev/shm/rscntr_bell_<uid>_*, made during W's setup) with random |
@@ -95,6 +99,7 @@
 #define WRITE_OFF 0
 #define READ_OFF 64
 #define ATOMIC_OFF 128
+#define FETCH_OFF 192
 #define CPU_LIMIT 10.0 /* % of a core */
 #define LINE 2048
 
@@ -543,9 +548,10 @@ static int own_wait(struct fid_cntr *c, uint64_t thr, int timeout)
 	return 0;
 }
 
-/* op <send|write|read|atomic> <peer> <delay ms> <byte or operand>: the op toward the peer's
- * endpoint, then a wait (10 s) on this endpoint's own counter for it; "done <kind> <ret>
- * <count> <cpu ns> <data ok>". */
+/* op <send|write|read|atomic|fetch> <peer> <delay ms> <byte or operand>: the op toward the
+ * peer's endpoint, then a wait (10 s) on this endpoint's own counter for it; "done <kind> <ret>
+ * <count> <cpu ns> <data ok> <wall ns>" (fetch: FI_SUM of the operand, the old value at
+ * FETCH_OFF). */
 static void cmd_op(const char *kind, int idx, int delay, unsigned arg)
 {
 	usleep((useconds_t) delay * 1000);
@@ -576,19 +582,29 @@ static void cmd_op(const char *kind, int idx, int delay, unsigned arg)
 		memcpy(mem + ATOMIC_OFF, &operand, sizeof(operand));
 		r = POST(fi_atomic(ep, mem + ATOMIC_OFF, 1, S.desc, to, S.rbase + ATOMIC_OFF, S.rkey,
 				   FI_UINT64, FI_SUM, ctx()), S.cq);
+	} else if (!strcmp(kind, "fetch") && S.rma) {
+		/* a fetching atomic: its completion here is the answer the target's progress makes */
+		own = S.rd;
+		before = fi_cntr_read(own);
+		uint64_t operand = arg;
+		memcpy(mem + ATOMIC_OFF, &operand, sizeof(operand));
+		memset(mem + FETCH_OFF, 0, sizeof(uint64_t));
+		r = POST(fi_fetch_atomic(ep, mem + ATOMIC_OFF, 1, S.desc, mem + FETCH_OFF, S.desc, to,
+					 S.rbase + ATOMIC_OFF, S.rkey, FI_UINT64, FI_SUM, ctx()),
+			 S.cq);
 	}
 	CHECK(r == 0, "%s toward peer %d: %zd (%s)", kind, idx, r, fi_strerror((int) -r));
 	int ret = (int) r;
-	int64_t c0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
+	int64_t c0 = ns_of(CLOCK_THREAD_CPUTIME_ID), t0 = ns_of(CLOCK_MONOTONIC);
 	if (!r)
 		ret = own_wait(own, before + 1, 10000);
-	int64_t cpu = ns_of(CLOCK_THREAD_CPUTIME_ID) - c0;
+	int64_t cpu = ns_of(CLOCK_THREAD_CPUTIME_ID) - c0, wall = ns_of(CLOCK_MONOTONIC) - t0;
 	int data = 1;
 	if (!strcmp(kind, "read"))
 		for (int i = 0; i < MSG; i++)
 			data &= (unsigned char) mem[READ_OFF + i] == (unsigned char) arg;
-	say("done %s %d %" PRIu64 " %lld %d", kind, ret, own ? fi_cntr_read(own) - before : 0,
-	    (long long) cpu, data);
+	say("done %s %d %" PRIu64 " %lld %d %lld", kind, ret, own ? fi_cntr_read(own) - before : 0,
+	    (long long) cpu, data, (long long) wall);
 }
 
 /* burst <count> <spacing ms> <peer>: sends spaced, then waits (10 s) for their completions. */
@@ -1147,7 +1163,8 @@ static void part_ops(void)
 	if (!round_trip(&W, "wait read rr 1 10000 1", &P, "op read 0 200 51", &w, done, sizeof(done))) {
 		CHECK(w.ret == 0 && w.value == 1, "ops: remote read: W's wait %d, count %" PRIu64, w.ret, w.value);
 		CHECK(!strncmp(done, "done read 0 1 ", 14), "ops: P's wait on its read counter: '%s'", done);
-		CHECK(strlen(done) > 2 && !strcmp(done + strlen(done) - 2, " 1"),
+		int data = 0;
+		CHECK(sscanf(done, "done read %*d %*u %*d %d", &data) == 1 && data == 1,
 		      "ops: P read the wrong data: '%s'", done);
 		printf("ops: remote read: W's wait %d count %" PRIu64 " (thread %.2f %%, %.1f ms); P: %s\n", w.ret,
 		       w.value, pct(w.cpu, w.wall), w.wall / 1e6, done);
@@ -1421,6 +1438,56 @@ static void part_nowait(void)
 		finish_kid(&W);
 		nowait_log_check(&W, modes[m]);
 	}
+}
+
+/* ---- 5c. answers: the target's domain never waits (issue 48) ------------------------------- */
+/* W waits on its own FI_READ counter for operations toward P that P's progress answers (P
+ * only polls its CQ, every millisecond): fetching atomics and reads. P rings nothing from its
+ * CQ reads, so W's domain must fall back to re-checking (its log says so once) rather than sleep
+ * until a bound meant for dead peers; the results must be exact. */
+static void part_answers(void)
+{
+	struct kid P, W;
+	char line[LINE], done[LINE];
+	static const char *const wenv[] = { "FI_LOG_LEVEL=info", NULL };
+	if (start_pair_p(&P, &W, prov, "none", NULL, 1, "unspec", 1, wenv))
+		return;
+	tell(&P, "set64 %d 5", ATOMIC_OFF);
+	expect(&P, "ok", line, sizeof(line), 10000);
+	const char *const ops[] = { "fetch", "read", "fetch", "read" };
+	uint64_t fetched[] = { 5, 0, 12, 0 };
+	for (int i = 0; i < 4; i++) {
+		tell(&W, "op %s 0 0 7", ops[i]);
+		if (expect(&W, "done", done, sizeof(done), 20000))
+			break;
+		char kind[32];
+		int ret, data;
+		unsigned long long count;
+		long long cpu, wall;
+		int n = sscanf(done, "done %31s %d %llu %lld %d %lld", kind, &ret, &count, &cpu, &data, &wall);
+		CHECK(n == 6 && ret == 0 && count == 1, "answers: %s: '%s'", ops[i], done);
+		printf("answers: %s answered in %.3f ms (W's thread %.3f ms CPU)\n", ops[i], wall / 1e6, cpu / 1e6);
+		if (strcmp(ops[i], "fetch"))
+			continue;
+		tell(&W, "get64 %d", FETCH_OFF);
+		expect(&W, "u64", line, sizeof(line), 10000);
+		char want[64];
+		snprintf(want, sizeof(want), "u64 %" PRIu64, fetched[i]);
+		CHECK(!strcmp(line, want), "answers: fetch %d fetched '%s', not %" PRIu64, i, line, fetched[i]);
+	}
+	tell(&P, "get64 %d", ATOMIC_OFF);
+	expect(&P, "u64", line, sizeof(line), 10000);
+	CHECK(!strcmp(line, "u64 19"), "answers: 5 + 7 + 7 is '%s' at P", line);
+	finish_kid(&P);
+	finish_kid(&W);
+	int lines = count_in_file(W.err, "does not ring"), said = count_in_file(W.err, "never waits, answering");
+	printf("answers: W's log has %d line(s) with 'does not ring', %d of them for answers\n", lines, said);
+	if (bell_off)
+		return;
+	CHECK(lines == 1 && said == 1, "answers: W's log has %d line(s) saying its waits fall back, %d for answers "
+	      "(want 1 and 1: W knew at its first operation toward P that P's answers ring nobody)", lines, said);
+	if (lines != 1 || said != 1)
+		show_err_lines(&W, "rscntr:");
 }
 
 /* ---- 6. killed ----------------------------------------------------------------------------- */
@@ -1748,7 +1815,7 @@ static const struct {
 	void (*run)(void);
 } parts[] = {
 	{ "idle", part_idle },     { "ops", part_ops },	      { "fd", part_fd },  { "cqfd", part_cqfd },
-	{ "many", part_many },     { "plain", part_plain },   { "nowait", part_nowait },
+	{ "many", part_many },     { "plain", part_plain },   { "nowait", part_nowait }, { "answers", part_answers },
 	{ "killed", part_killed },
 	{ "garbage", part_garbage }, { "leftovers", part_leftovers },
 };

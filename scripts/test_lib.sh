@@ -199,14 +199,16 @@ shm_sleep_over_shm() { # <libdir>
     # (FI_RSCNTR_TEST_SLOT_UNBOUNDED, src/boundary/testhook.rs): a ring the slot protocol loses
     # leaves its waiter asleep until its 10 s timeout instead of its 1 s bound, and fails the
     # part (the parts woken by the peer's rings; with the slot rings taken out, idle, ops and
-    # many failed, and passed with the bound). Then 64 waiters of one domain, on their slots
+    # many failed, and passed with the bound; answers waited 10 s per fetching atomic at
+    # 8445cae, before a domain asking a peer whose domain never waits fell back at its first
+    # such operation). Then 64 waiters of one domain, on their slots
     # and (every eighth, bound late) in the domain's room, with errors, timeouts and closes:
     # room_stress counts a waiter its timeout ended as lost; the log must say the hook was in
     # force.
-    echo "-- shm_sleep idle ops many nowait over rscntr(shm), slot sleeps unbounded"
+    echo "-- shm_sleep idle ops many nowait answers over rscntr(shm), slot sleeps unbounded"
     env LD_LIBRARY_PATH="$lib" FI_PROVIDER_PATH="$PROV_DIR" FI_RSCNTR_CORE=shm SHM_SLEEP_PRIVATE_SHM=1 \
         FI_RSCNTR_TEST_SLOT_UNBOUNDED=1 timeout 180 prov_test/loopback_only.sh \
-        "$ROOT/target/prov_test/shm_sleep" idle ops many nowait || ok=1
+        "$ROOT/target/prov_test/shm_sleep" idle ops many nowait answers || ok=1
     echo "-- room_stress over rscntr(shm), slot sleeps unbounded"
     prog_logs "FI_RSCNTR_TEST_SLOT_UNBOUNDED: waiters sleep on their own doorbell slot" "$lib" \
         room_stress FI_RSCNTR_CORE=shm FI_RSCNTR_TEST_SLOT_UNBOUNDED=1 || ok=1

@@ -224,7 +224,7 @@ impl BellBlocker {
     }
 
     /// Peers that do not ring were seen: every sleep is bounded by [`FALLBACK_SLEEP`].
-    fn falls_back(&self) -> bool {
+    pub fn falls_back(&self) -> bool {
         self.said_fallback
             .load(std::sync::atomic::Ordering::Relaxed)
     }

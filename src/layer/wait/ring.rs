@@ -11,7 +11,10 @@
 //! peer without a bell (plain shm, another pid namespace, an rscntr endpoint of a domain that
 //! never waits) the lookup finds that once and, from then on, costs one load and a compare.
 //! The decision is per peer, at the first operation toward its address: a peer publishes its
-//! bell before its endpoint is enabled, so before anyone can know the address.
+//! bell before its endpoint is enabled, so before anyone can know the address. A peer whose
+//! domain never waits rings what it sends but not what its progress answers; an operation only
+//! that answer completes ([`answered_len`], reads and fetching atomics) makes the domain's waits
+//! re-check, once and for good, as toward plain shm.
 
 use super::bell::BellBlocker;
 use super::peers::{DomainPeers, Looked, PeerTable};
@@ -182,20 +185,33 @@ impl RingEp {
     /// After an operation toward `dest`: the core accepted it, or refused it for now
     /// (-FI_EAGAIN: the peer's queue is full, or shm's first contact with the peer waits for
     /// the peer's progress to answer; a sleeping peer must wake for both).
+    ///
+    /// `answered`: whether the operation completes here only when the peer's progress answers
+    /// it (asked only toward a peer whose domain never waits, see [`ANSWERED`]).
     #[inline]
-    fn after(&self, ret: isize, dest: ofi::fi_addr_t) {
+    fn after(&self, ret: isize, dest: ofi::fi_addr_t, answered: impl FnOnce() -> bool) {
         if (ret != 0 && ret != crate::boundary::ffi::err::EAGAIN as isize) || dest == FI_ADDR_UNSPEC
         {
             return;
         }
         match self.peers().get(dest, || self.lookup(dest), &self.domain) {
-            Some(Looked::Bell(p)) => p.ring_if_armed(),
-            Some(Looked::NoBell) => {
-                if let Some(bell) = &self.bell {
+            Looked::Bell(p) => p.ring_if_armed(),
+            Looked::NoBell => {
+                if let Some(bell) = &self.bell
+                    && !bell.falls_back()
+                {
                     bell.fall_back("a peer without a doorbell");
                 }
             }
-            Some(Looked::Ringer) | None => {}
+            Looked::Ringer => {
+                if let Some(bell) = &self.bell
+                    && ret == 0
+                    && !bell.falls_back()
+                    && answered()
+                {
+                    bell.fall_back(ANSWERED);
+                }
+            }
         }
     }
 
@@ -220,6 +236,36 @@ impl RingEp {
         buf.truncate(len);
         Some(buf)
     }
+}
+
+/// Why a domain's waits fall back after an operation toward a peer whose domain never waits.
+/// Such a peer rings what it sends, but its answers (a read's data, a fetching atomic's
+/// result, the completion of a send or write past shm's inject size or asked with
+/// FI_DELIVERY_COMPLETE) are made by its progress, inside its own CQ reads, where rscntr rings
+/// nobody: a waiter for them re-checks as it does toward plain shm.
+const ANSWERED: &str = "a peer whose domain never waits, answering a read, a fetching atomic or \
+                        a send past shm's inject size,";
+
+/// shm's `SMR_INJECT_SIZE` (the same from 1.17 to 2.5): a send or write longer than this
+/// completes at its initiator when the target's progress has copied it.
+const SHM_INJECT_SIZE: usize = 4096;
+
+/// Whether a send or write of `len` bytes with `flags` completes only when the target answers.
+#[inline]
+fn answered_len(len: usize, flags: u64) -> bool {
+    len > SHM_INJECT_SIZE || flags & ofi::FI_DELIVERY_COMPLETE as u64 != 0
+}
+
+/// The bytes of an iovec array, as the application passed it.
+fn iov_len(iov: Iov, count: usize) -> usize {
+    if iov.is_null() {
+        return 0;
+    }
+    // SAFETY: the application's iovec array of `count` entries, which the core just accepted.
+    unsafe { std::slice::from_raw_parts(iov, count) }
+        .iter()
+        .map(|v| v.iov_len)
+        .sum()
 }
 
 /// Puts the ringing entries (finding their record by table pointer, or by registry when
@@ -276,7 +322,7 @@ macro_rules! rec_of {
 
 /// A ringing entry: calls the wrapped one, then rings `$dest`.
 macro_rules! ringing {
-    ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr) => {
+    ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr, $answered:expr) => {
         unsafe extern "C" fn $name<const BELOW: bool>(ep: *mut ofi::fid_ep, $($a: $t),*) -> isize {
             crate::ffi_boundary! {
                 let rec = if BELOW {
@@ -291,7 +337,7 @@ macro_rules! ringing {
                 let Some(f) = rec.$inner.$slot else { return crate::boundary::ffi::err::ENOSYS as isize };
                 // SAFETY: the entry this one replaced, with the application's arguments.
                 let ret = unsafe { f(ep, $($a),*) };
-                rec.after(ret, $dest);
+                rec.after(ret, $dest, || $answered);
                 ret
             }
         }
@@ -310,6 +356,15 @@ type Iov = *const libc::iovec;
 type Ioc = *const ofi::fi_ioc;
 type Descs = *mut *mut c_void;
 
+/// Whether a `*msg` send or write completes only when the target answers.
+macro_rules! msg_answered {
+    ($m:expr, $flags:expr) => {
+        // SAFETY: the application's message (the core accepted it, so it is valid).
+        unsafe { $m.as_ref() }
+            .is_some_and(|m| answered_len(iov_len(m.msg_iov, m.iov_count), $flags))
+    };
+}
+
 /// The destination of a `*msg` operation.
 macro_rules! msg_addr {
     ($m:expr) => {
@@ -318,40 +373,40 @@ macro_rules! msg_addr {
     };
 }
 
-ringing!(m_send, msg, inner_msg.send, (buf: CP, len: usize, desc: P, dest: Addr, ctx: P), dest);
-ringing!(m_sendv, msg, inner_msg.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, ctx: P), dest);
-ringing!(m_sendmsg, msg, inner_msg.sendmsg, (m: *const ofi::fi_msg, flags: u64), msg_addr!(m));
-ringing!(m_inject, msg, inner_msg.inject, (buf: CP, len: usize, dest: Addr), dest);
-ringing!(m_senddata, msg, inner_msg.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, ctx: P), dest);
-ringing!(m_injectdata, msg, inner_msg.injectdata, (buf: CP, len: usize, data: u64, dest: Addr), dest);
+ringing!(m_send, msg, inner_msg.send, (buf: CP, len: usize, desc: P, dest: Addr, ctx: P), dest, answered_len(len, 0));
+ringing!(m_sendv, msg, inner_msg.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, ctx: P), dest, answered_len(iov_len(iov, count), 0));
+ringing!(m_sendmsg, msg, inner_msg.sendmsg, (m: *const ofi::fi_msg, flags: u64), msg_addr!(m), msg_answered!(m, flags));
+ringing!(m_inject, msg, inner_msg.inject, (buf: CP, len: usize, dest: Addr), dest, false);
+ringing!(m_senddata, msg, inner_msg.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, ctx: P), dest, answered_len(len, 0));
+ringing!(m_injectdata, msg, inner_msg.injectdata, (buf: CP, len: usize, data: u64, dest: Addr), dest, false);
 
-ringing!(t_send, tagged, inner_tagged.send, (buf: CP, len: usize, desc: P, dest: Addr, tag: u64, ctx: P), dest);
-ringing!(t_sendv, tagged, inner_tagged.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, tag: u64, ctx: P), dest);
-ringing!(t_sendmsg, tagged, inner_tagged.sendmsg, (m: *const ofi::fi_msg_tagged, flags: u64), msg_addr!(m));
-ringing!(t_inject, tagged, inner_tagged.inject, (buf: CP, len: usize, dest: Addr, tag: u64), dest);
-ringing!(t_senddata, tagged, inner_tagged.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, tag: u64, ctx: P), dest);
-ringing!(t_injectdata, tagged, inner_tagged.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, tag: u64), dest);
+ringing!(t_send, tagged, inner_tagged.send, (buf: CP, len: usize, desc: P, dest: Addr, tag: u64, ctx: P), dest, answered_len(len, 0));
+ringing!(t_sendv, tagged, inner_tagged.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, tag: u64, ctx: P), dest, answered_len(iov_len(iov, count), 0));
+ringing!(t_sendmsg, tagged, inner_tagged.sendmsg, (m: *const ofi::fi_msg_tagged, flags: u64), msg_addr!(m), msg_answered!(m, flags));
+ringing!(t_inject, tagged, inner_tagged.inject, (buf: CP, len: usize, dest: Addr, tag: u64), dest, false);
+ringing!(t_senddata, tagged, inner_tagged.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, tag: u64, ctx: P), dest, answered_len(len, 0));
+ringing!(t_injectdata, tagged, inner_tagged.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, tag: u64), dest, false);
 
-ringing!(r_read, rma, inner_rma.read, (buf: P, len: usize, desc: P, src: Addr, addr: u64, key: u64, ctx: P), src);
-ringing!(r_readv, rma, inner_rma.readv, (iov: Iov, desc: Descs, count: usize, src: Addr, addr: u64, key: u64, ctx: P), src);
-ringing!(r_readmsg, rma, inner_rma.readmsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m));
-ringing!(r_write, rma, inner_rma.write, (buf: CP, len: usize, desc: P, dest: Addr, addr: u64, key: u64, ctx: P), dest);
-ringing!(r_writev, rma, inner_rma.writev, (iov: Iov, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, ctx: P), dest);
-ringing!(r_writemsg, rma, inner_rma.writemsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m));
-ringing!(r_inject, rma, inner_rma.inject, (buf: CP, len: usize, dest: Addr, addr: u64, key: u64), dest);
-ringing!(r_writedata, rma, inner_rma.writedata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, addr: u64, key: u64, ctx: P), dest);
-ringing!(r_injectdata, rma, inner_rma.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, addr: u64, key: u64), dest);
+ringing!(r_read, rma, inner_rma.read, (buf: P, len: usize, desc: P, src: Addr, addr: u64, key: u64, ctx: P), src, true);
+ringing!(r_readv, rma, inner_rma.readv, (iov: Iov, desc: Descs, count: usize, src: Addr, addr: u64, key: u64, ctx: P), src, true);
+ringing!(r_readmsg, rma, inner_rma.readmsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), true);
+ringing!(r_write, rma, inner_rma.write, (buf: CP, len: usize, desc: P, dest: Addr, addr: u64, key: u64, ctx: P), dest, answered_len(len, 0));
+ringing!(r_writev, rma, inner_rma.writev, (iov: Iov, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, ctx: P), dest, answered_len(iov_len(iov, count), 0));
+ringing!(r_writemsg, rma, inner_rma.writemsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), msg_answered!(m, flags));
+ringing!(r_inject, rma, inner_rma.inject, (buf: CP, len: usize, dest: Addr, addr: u64, key: u64), dest, false);
+ringing!(r_writedata, rma, inner_rma.writedata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, addr: u64, key: u64, ctx: P), dest, answered_len(len, 0));
+ringing!(r_injectdata, rma, inner_rma.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, addr: u64, key: u64), dest, false);
 
-ringing!(a_write, atomic, inner_atomic.write, (buf: CP, count: usize, desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
-ringing!(a_writev, atomic, inner_atomic.writev, (iov: Ioc, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
-ringing!(a_writemsg, atomic, inner_atomic.writemsg, (m: *const ofi::fi_msg_atomic, flags: u64), msg_addr!(m));
-ringing!(a_inject, atomic, inner_atomic.inject, (buf: CP, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op), dest);
-ringing!(a_readwrite, atomic, inner_atomic.readwrite, (buf: CP, count: usize, desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
-ringing!(a_readwritev, atomic, inner_atomic.readwritev, (iov: Ioc, desc: Descs, count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
-ringing!(a_readwritemsg, atomic, inner_atomic.readwritemsg, (m: *const ofi::fi_msg_atomic, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m));
-ringing!(a_compwrite, atomic, inner_atomic.compwrite, (buf: CP, count: usize, desc: P, compare: CP, compare_desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
-ringing!(a_compwritev, atomic, inner_atomic.compwritev, (iov: Ioc, desc: Descs, count: usize, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest);
-ringing!(a_compwritemsg, atomic, inner_atomic.compwritemsg, (m: *const ofi::fi_msg_atomic, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m));
+ringing!(a_write, atomic, inner_atomic.write, (buf: CP, count: usize, desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, false);
+ringing!(a_writev, atomic, inner_atomic.writev, (iov: Ioc, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, false);
+ringing!(a_writemsg, atomic, inner_atomic.writemsg, (m: *const ofi::fi_msg_atomic, flags: u64), msg_addr!(m), flags & ofi::FI_DELIVERY_COMPLETE as u64 != 0);
+ringing!(a_inject, atomic, inner_atomic.inject, (buf: CP, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op), dest, false);
+ringing!(a_readwrite, atomic, inner_atomic.readwrite, (buf: CP, count: usize, desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, true);
+ringing!(a_readwritev, atomic, inner_atomic.readwritev, (iov: Ioc, desc: Descs, count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, true);
+ringing!(a_readwritemsg, atomic, inner_atomic.readwritemsg, (m: *const ofi::fi_msg_atomic, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m), true);
+ringing!(a_compwrite, atomic, inner_atomic.compwrite, (buf: CP, count: usize, desc: P, compare: CP, compare_desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, true);
+ringing!(a_compwritev, atomic, inner_atomic.compwritev, (iov: Ioc, desc: Descs, count: usize, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, true);
+ringing!(a_compwritemsg, atomic, inner_atomic.compwritemsg, (m: *const ofi::fi_msg_atomic, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m), true);
 
 /// An endpoint's part in the doorbell: the name its bell is published under (removed when
 /// dropped) and its ringing tables (freed when dropped, after the core closed the endpoint).
