@@ -274,6 +274,13 @@ impl Holds {
         self.0.fetch_add(USE - 1, SeqCst);
     }
 
+    /// Work that holds the object otherwise (deferred work, which its endpoint's deferred
+    /// count holds until the work's completion) uses it while it is started: a close waits it
+    /// out, until [`Holds::end_use`].
+    pub fn begin_unheld_use(&self) {
+        self.0.fetch_add(USE, SeqCst);
+    }
+
     pub fn end_use(&self) {
         self.0.fetch_sub(USE, SeqCst);
     }

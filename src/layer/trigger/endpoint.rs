@@ -163,6 +163,21 @@ impl TriggerEp {
         }
     }
 
+    /// A deferred data operation is being posted on the endpoint: its close waits until
+    /// [`TriggerEp::end_post`]. The operation's completion, which ends its hold
+    /// ([`TriggerEp::deferred_done`]), can come before the post returns, and what the
+    /// endpoint's tables do after the core's post (rscntr's notification of a remote access,
+    /// `rma_event/initiator.rs`) still uses the endpoint: rxm crashed in a close that ran
+    /// meanwhile (fabtests' fi_rdm_deferred_wq -T f_atomic over rscntr(tcp;ofi_rxm), about
+    /// one run in 150).
+    pub fn begin_post(&self) {
+        self.work.begin_unheld_use();
+    }
+
+    pub fn end_post(&self) {
+        self.work.end_use();
+    }
+
     /// A deferred data operation names the endpoint (until [`TriggerEp::deferred_done`]).
     pub fn hold_deferred(&self) {
         self.deferred.fetch_add(1, Ordering::AcqRel);

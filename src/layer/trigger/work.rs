@@ -401,8 +401,12 @@ impl Work for DataWork {
         // SAFETY: the endpoint cannot close while it holds this (hold_deferred), the domain
         // while its deferred operations are outstanding or queued.
         let (ep, deferred) = unsafe { (&*self.ep, &*self.deferred) };
+        ep.begin_post();
         // SAFETY: the application's buffers, live until completion.
-        match unsafe { deferred.post(&ep.target(), &mut self.op, self.flags, self.completion) } {
+        let posted =
+            unsafe { deferred.post(&ep.target(), &mut self.op, self.flags, self.completion) };
+        ep.end_post();
+        match posted {
             Ok(()) => {
                 self.posted = true;
                 Started::Done
