@@ -303,6 +303,22 @@ pub fn fid_header(fclass: u32, context: *mut c_void, ops: &'static ofi::fi_ops) 
     }
 }
 
+/// The bytes of an iovec array (the remote length of a `readv`/`writev`, the length of a
+/// `writemsg`, the size of a send).
+///
+/// # Safety
+/// `iov` holds `count` elements (or is NULL, or `count` is 0).
+pub unsafe fn iov_len(iov: *const libc::iovec, count: usize) -> usize {
+    if iov.is_null() || count == 0 {
+        return 0;
+    }
+    // SAFETY: caller's contract.
+    unsafe { std::slice::from_raw_parts(iov, count) }
+        .iter()
+        .map(|v| v.iov_len)
+        .sum()
+}
+
 /// Copies `orig` (NULL: an all-None table) into a table of rscntr's.
 ///
 /// # Safety

@@ -21,11 +21,11 @@
 //! into it; apart, the two files would import each other.
 
 use super::target::{Kind, encode};
-use crate::boundary::ffi::{copy_table, err, ours_where_the_core_has};
+use crate::boundary::ffi::{copy_table, err, iov_len, ours_where_the_core_has};
 use crate::cntr::AnyCntr;
 use crate::layer::trigger::deferred::{Deferred, Target};
 use crate::layer::trigger::endpoint::TriggerEp;
-use crate::layer::trigger::op::{CoreOps, Op, iov_len};
+use crate::layer::trigger::op::{CoreOps, Op};
 use crate::layer::trigger::outstanding::{forgive_counts, owe_counts};
 use crate::{fi_warn, ofi};
 use std::ffi::c_void;

@@ -11,8 +11,7 @@
 //! endpoint.
 
 use super::endpoint::TriggerEp;
-use super::op::iov_len;
-use crate::boundary::ffi::err;
+use crate::boundary::ffi::{err, iov_len};
 use crate::{fi_warn, ofi};
 use std::ffi::{c_int, c_void};
 

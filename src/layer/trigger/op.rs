@@ -37,22 +37,6 @@ fn ptr_of<T>(v: &[T]) -> *mut T {
     }
 }
 
-/// The bytes of an iovec array (the remote length of a `readv`/`writev`, the length of a
-/// `writemsg`).
-///
-/// # Safety
-/// `iov` holds `count` elements (or is NULL, or `count` is 0).
-pub unsafe fn iov_len(iov: *const libc::iovec, count: usize) -> usize {
-    if iov.is_null() || count == 0 {
-        return 0;
-    }
-    // SAFETY: caller's contract.
-    unsafe { std::slice::from_raw_parts(iov, count) }
-        .iter()
-        .map(|v| v.iov_len)
-        .sum()
-}
-
 /// Descriptor arrays: NULL stays NULL.
 type Descs = Vec<*mut c_void>;
 

@@ -301,8 +301,12 @@ impl BellBlocker {
     }
 
     /// Waits in the domain re-check every [`FALLBACK_SLEEP`] from now on: `why` names a peer
-    /// (or an endpoint of ours) that does not ring.
+    /// (or an endpoint of ours) that does not ring. Once it has, one load (a sender calls it
+    /// for every operation toward a peer without a bell).
     pub fn fall_back(&self, why: &str) {
+        if self.falls_back() {
+            return;
+        }
         self.cap_ns.store(FALLBACK_SLEEP.as_nanos() as u64, SeqCst);
         if !self.said_fallback.swap(true, SeqCst) {
             fi_info!(

@@ -19,7 +19,9 @@
 use super::bell::BellBlocker;
 use super::peers::{DomainPeers, Looked, PeerTable};
 use super::registry::Registry;
-use crate::boundary::ffi::{DataTables, copy_table, ours_where_the_core_has, point_data_tables};
+use crate::boundary::ffi::{
+    DataTables, copy_table, iov_len, ours_where_the_core_has, point_data_tables,
+};
 use crate::ofi;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -197,9 +199,7 @@ impl RingEp {
         match self.peers().get(dest, || self.lookup(dest), &self.domain) {
             Looked::Bell(p) => p.ring_if_armed(),
             Looked::NoBell => {
-                if let Some(bell) = &self.bell
-                    && !bell.falls_back()
-                {
+                if let Some(bell) = &self.bell {
                     bell.fall_back("a peer without a doorbell");
                 }
             }
@@ -256,16 +256,10 @@ fn answered_len(len: usize, flags: u64) -> bool {
     len > SHM_INJECT_SIZE || flags & ofi::FI_DELIVERY_COMPLETE as u64 != 0
 }
 
-/// The bytes of an iovec array, as the application passed it.
-fn iov_len(iov: Iov, count: usize) -> usize {
-    if iov.is_null() {
-        return 0;
-    }
+/// Whether a vectored send or write of `count` iovecs completes only when the target answers.
+fn iov_answered(iov: Iov, count: usize) -> bool {
     // SAFETY: the application's iovec array of `count` entries, which the core just accepted.
-    unsafe { std::slice::from_raw_parts(iov, count) }
-        .iter()
-        .map(|v| v.iov_len)
-        .sum()
+    answered_len(unsafe { iov_len(iov, count) }, 0)
 }
 
 /// Puts the ringing entries (finding their record by table pointer, or by registry when
@@ -360,8 +354,10 @@ type Descs = *mut *mut c_void;
 macro_rules! msg_answered {
     ($m:expr, $flags:expr) => {
         // SAFETY: the application's message (the core accepted it, so it is valid).
-        unsafe { $m.as_ref() }
-            .is_some_and(|m| answered_len(iov_len(m.msg_iov, m.iov_count), $flags))
+        unsafe { $m.as_ref() }.is_some_and(|m| {
+            // SAFETY: its iovec array, as valid as the message.
+            answered_len(unsafe { iov_len(m.msg_iov, m.iov_count) }, $flags)
+        })
     };
 }
 
@@ -374,14 +370,14 @@ macro_rules! msg_addr {
 }
 
 ringing!(m_send, msg, inner_msg.send, (buf: CP, len: usize, desc: P, dest: Addr, ctx: P), dest, answered_len(len, 0));
-ringing!(m_sendv, msg, inner_msg.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, ctx: P), dest, answered_len(iov_len(iov, count), 0));
+ringing!(m_sendv, msg, inner_msg.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, ctx: P), dest, iov_answered(iov, count));
 ringing!(m_sendmsg, msg, inner_msg.sendmsg, (m: *const ofi::fi_msg, flags: u64), msg_addr!(m), msg_answered!(m, flags));
 ringing!(m_inject, msg, inner_msg.inject, (buf: CP, len: usize, dest: Addr), dest, false);
 ringing!(m_senddata, msg, inner_msg.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, ctx: P), dest, answered_len(len, 0));
 ringing!(m_injectdata, msg, inner_msg.injectdata, (buf: CP, len: usize, data: u64, dest: Addr), dest, false);
 
 ringing!(t_send, tagged, inner_tagged.send, (buf: CP, len: usize, desc: P, dest: Addr, tag: u64, ctx: P), dest, answered_len(len, 0));
-ringing!(t_sendv, tagged, inner_tagged.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, tag: u64, ctx: P), dest, answered_len(iov_len(iov, count), 0));
+ringing!(t_sendv, tagged, inner_tagged.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, tag: u64, ctx: P), dest, iov_answered(iov, count));
 ringing!(t_sendmsg, tagged, inner_tagged.sendmsg, (m: *const ofi::fi_msg_tagged, flags: u64), msg_addr!(m), msg_answered!(m, flags));
 ringing!(t_inject, tagged, inner_tagged.inject, (buf: CP, len: usize, dest: Addr, tag: u64), dest, false);
 ringing!(t_senddata, tagged, inner_tagged.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, tag: u64, ctx: P), dest, answered_len(len, 0));
@@ -391,7 +387,7 @@ ringing!(r_read, rma, inner_rma.read, (buf: P, len: usize, desc: P, src: Addr, a
 ringing!(r_readv, rma, inner_rma.readv, (iov: Iov, desc: Descs, count: usize, src: Addr, addr: u64, key: u64, ctx: P), src, true);
 ringing!(r_readmsg, rma, inner_rma.readmsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), true);
 ringing!(r_write, rma, inner_rma.write, (buf: CP, len: usize, desc: P, dest: Addr, addr: u64, key: u64, ctx: P), dest, answered_len(len, 0));
-ringing!(r_writev, rma, inner_rma.writev, (iov: Iov, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, ctx: P), dest, answered_len(iov_len(iov, count), 0));
+ringing!(r_writev, rma, inner_rma.writev, (iov: Iov, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, ctx: P), dest, iov_answered(iov, count));
 ringing!(r_writemsg, rma, inner_rma.writemsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), msg_answered!(m, flags));
 ringing!(r_inject, rma, inner_rma.inject, (buf: CP, len: usize, dest: Addr, addr: u64, key: u64), dest, false);
 ringing!(r_writedata, rma, inner_rma.writedata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, addr: u64, key: u64, ctx: P), dest, answered_len(len, 0));
