@@ -690,7 +690,7 @@ unsafe fn publish_bell(
     if !home.waits_seen.load(std::sync::atomic::Ordering::Acquire) {
         waits.without_bell();
         // SAFETY: caller's contract.
-        return (None, unsafe { EpBell::publish_ringer(ep) });
+        return (None, unsafe { EpBell::publish_ringer(ep, &home.peers) });
     }
     let Ok(blocker) = waits.bell_blocker() else {
         return (None, None);
@@ -742,7 +742,8 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
                 let hints = bound.cntrs.iter().fold(0, |h, c| h | unsafe { (**c).bell_hint() });
                 if b.trigger.is_null() && b.rma_ep.is_null() {
                     // SAFETY: an open endpoint of this domain (only endpoints reach this far).
-                    Some(unsafe { publish_bell(home, fid.cast(), hints) })
+                    let (blocker, name) = unsafe { publish_bell(home, fid.cast(), hints) };
+                    Some((blocker, name, hints))
                 } else {
                     // Its tables are rscntr's own (triggered operations, remote-access events):
                     // ringing tables went under them at its open, with the domain's bell if it
@@ -765,12 +766,12 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
         // SAFETY: the application's command and argument, for the core.
         let ret = unsafe { b.core_control(fid, command, arg) };
         if ret == 0
-            && let Some((blocker, name)) = bell
+            && let Some((blocker, name, hints)) = bell
         {
             let av = b.av.load(std::sync::atomic::Ordering::Acquire);
             // SAFETY: enabled just now; the application has not had the enable's return yet.
             *b.bell.lock() =
-                Some(unsafe { EpBell::ring(fid.cast(), av, blocker, home.peers.clone(), name) });
+                Some(unsafe { EpBell::ring(fid.cast(), av, blocker, home.peers.clone(), name, hints) });
         }
         if ret == 0
             && let Some(bound) = enabling.as_mut()

@@ -14,6 +14,7 @@
 use super::home::CoreHome;
 use super::interpose::close_through_core;
 use super::wait::bell::BellBlocker;
+use super::wait::ring_cq;
 use super::wait::{CqOpenFn, Plan, epoll_add_shared, epoll_set};
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook::{self, Op};
@@ -54,9 +55,31 @@ pub struct LayeredCq {
 
 /// Opens a core CQ; when the core refuses the wait object, opens it without one and emulates.
 ///
+/// Over shm, the CQ's reads then ring the peers that asked the domain for answers
+/// (`wait/ring_cq.rs`).
+///
 /// # Safety
 /// As fi_cq_open; `home` is the domain's and outlives the CQ.
 pub unsafe fn open(
+    orig: CqOpenFn,
+    domain: *mut ofi::fid_domain,
+    attr: *mut ofi::fi_cq_attr,
+    cq: *mut *mut ofi::fid_cq,
+    context: *mut c_void,
+    home: &CoreHome,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let ret = unsafe { open_with_wait(orig, domain, attr, cq, context, home) };
+    if ret == 0 && home.plan == Plan::Bell {
+        // SAFETY: just opened (the core wrote it), not handed to the application yet.
+        unsafe { ring_cq::patch(*cq, home.peers.clone()) };
+    }
+    ret
+}
+
+/// # Safety
+/// As [`open`].
+unsafe fn open_with_wait(
     orig: CqOpenFn,
     domain: *mut ofi::fid_domain,
     attr: *mut ofi::fi_cq_attr,
@@ -191,8 +214,8 @@ impl LayeredCq {
 /// # Safety
 /// `fid` is a readable fid.
 pub unsafe fn is_emulated(fid: *mut ofi::fid) -> bool {
-    // By the registry, not the fid's close: another patch may go over this one's tables (a
-    // deferred-work filter replaces the close).
+    // By the registry, not the fid's close: other patches go over this one's tables (a CQ's
+    // answering tables over shm, `wait/ring_cq.rs`; a deferred-work filter).
     // SAFETY: a readable fid.
     (unsafe { (*fid).fclass }) as u32 == ofi::FI_CLASS_CQ
         && PATCHED.lock().contains_key(&(fid as usize))

@@ -61,7 +61,7 @@
 
 use super::bell_files::{
     HINT_ALL, HINT_SLOTS, Hints, Mutex, PAGE, Page, join_hints, last_error, shared_page,
-    wake_socket,
+    slot_bits_of, split_hints, wake_socket,
 };
 pub use super::bell_files::{NameFile, uninstall_cleanup};
 use super::peers::DomainPeers;
@@ -247,7 +247,9 @@ impl BellBlocker {
         if hints & HINT_ALL != 0 {
             self.pull_domain();
         } else {
+            let asked = self.peers.asked();
             self.progress_slots(hints);
+            self.peers.answered(asked);
             self.ring_back();
         }
         true
@@ -321,10 +323,36 @@ impl BellBlocker {
     /// the feeds of the counters bound to the endpoint (see [`Self::add_feed`]), which a peer
     /// that rings after an operation toward the endpoint sets in the page.
     pub fn publish(&self, addr: &[u8], hints: Hints) -> Result<NameFile, c_int> {
-        NameFile::create(addr, self.memfd.as_raw_fd(), hints).map_err(|e| {
+        let answers = self.peers.answers_fd();
+        NameFile::create(addr, self.memfd.as_raw_fd(), answers, hints).map_err(|e| {
             fi_warn!(EpCtrl, "cannot publish the endpoint's doorbell: {e}");
             err::EOTHER
         })
+    }
+
+    /// The page's descriptor (what a name record holds; how this domain lists itself as an
+    /// asker, see `answers.rs`).
+    pub(super) fn page_fd(&self) -> std::os::fd::RawFd {
+        self.memfd.as_raw_fd()
+    }
+
+    /// Before an endpoint of the domain asks a peer something only the peer's progress answers:
+    /// `hints` (the feeds of the counters bound to that endpoint; every feed when none) are what
+    /// a peer's ring for answers wakes (see `answers.rs`). A load per half while they are set.
+    pub(super) fn wants_answers(&self, hints: Hints) {
+        let hints = if hints == 0 { HINT_ALL } else { hints };
+        // SAFETY: the page is mapped as long as the blocker lives; only its atomics are touched.
+        let page = unsafe { &*self.page };
+        for (half, bits) in page.answer_hints.iter().zip(split_hints(hints)) {
+            if half.load(std::sync::atomic::Ordering::Relaxed) & bits != bits {
+                half.fetch_or(bits, SeqCst);
+            }
+        }
+        for (word, bits) in page.answer_slots.iter().zip(slot_bits_of(hints)) {
+            if word.load(std::sync::atomic::Ordering::Relaxed) & bits != bits {
+                word.fetch_or(bits, SeqCst);
+            }
+        }
     }
 
     /// After a sleep of `slept`: a ring that came soon means traffic a longer pull would have
@@ -436,6 +464,7 @@ impl BellBlocker {
     /// its own), then a ring to each mapped peer that is armed (what the progress answered may
     /// be what it waits for).
     pub fn pull_domain(&self) {
+        let asked = self.peers.asked();
         {
             let feeds = self.feeds.lock();
             for f in feeds.iter() {
@@ -443,7 +472,19 @@ impl BellBlocker {
                 unsafe { &**f }.progress_only();
             }
         }
+        self.peers.answered(asked);
         self.ring_back();
+    }
+
+    /// Before a pull of the domain's progress: the count of what peers asked it (see
+    /// `answers.rs`), for [`Self::answered`] after.
+    pub fn asked(&self) -> u32 {
+        self.peers.asked()
+    }
+
+    /// After a pull: rings the peers that asked what it may have answered (see `answers.rs`).
+    pub fn answered(&self, asked: u32) {
+        self.peers.answered(asked);
     }
 
     /// Rings each peer the domain's endpoints have mapped that is armed (see

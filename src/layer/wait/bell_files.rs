@@ -20,7 +20,14 @@ pub(super) const MAGIC: u64 = u64::from_le_bytes(*b"RSCNBEL1");
 /// word not 0 hints ([`HINT_ALL`] when its record has no bits).
 /// 5: the page's slot words (one bit per feed slot, see [`SlotBlocker`]), rung after the armed
 /// word.
-pub(super) const VERSION: u32 = 5;
+/// 6: a name record names its domain's answers page ([`AnswersPage`]); a bell's page says which
+/// of its feeds wait for answers (`answer_hints`, `answer_slots`: see `answers.rs`).
+pub(super) const VERSION: u32 = 6;
+/// The magic of a domain's [`AnswersPage`].
+pub(super) const ANSWERS_MAGIC: u64 = u64::from_le_bytes(*b"RSCNANS1");
+/// The initiators an [`AnswersPage`] lists (a domain's waiters that asked it something only
+/// its progress answers); one more finds the list full and re-checks instead.
+pub(super) const ASKERS: usize = 256;
 /// Feeds of a domain that ringers can hint at (one bit each in a 128-bit [`Hints`], the last
 /// bit being [`HINT_ALL`]).
 pub(super) const HINT_SLOTS: usize = 127;
@@ -58,6 +65,40 @@ pub(super) struct Page {
     /// One bit per feed slot whose counter's waiter sleeps on its own ([`SlotBlocker`]):
     /// armed by that waiter, cleared by the ringer that wakes it alone.
     pub(super) slots: [bell::AtomicU32; SLOT_WORDS],
+    /// The feeds of the counters bound to endpoints of this domain that asked a peer something
+    /// only its progress answers (a read, a fetching atomic, a long send): what a peer that
+    /// answered sets in `hints` when it rings (see `answers.rs`). Set by this domain, never
+    /// cleared.
+    pub(super) answer_hints: [std::sync::atomic::AtomicU64; 2],
+    /// Those feeds' bits in the slot words: the slot waiters a peer that answered wakes.
+    pub(super) answer_slots: [bell::AtomicU32; SLOT_WORDS],
+}
+
+/// A domain's answers page, one per rscntr(shm) domain, whether it waits or not, named by each
+/// of its endpoints' name records: its peers that wait count here what they ask that only this
+/// domain's progress answers, and list themselves once; this domain's progress rings the listed
+/// peers after it ran past a new count (see `answers.rs`).
+#[repr(C)]
+pub(super) struct AnswersPage {
+    pub(super) magic: u64,
+    pub(super) version: u32,
+    pub(super) _pad: [u8; 64 - 12],
+    /// Operations asked, counted by their initiators after the core accepted each; on a cache
+    /// line of its own (this domain loads it around every CQ read).
+    pub(super) asked: std::sync::atomic::AtomicU32,
+    pub(super) _pad2: [u8; 60],
+    /// The askers: `pid << 32 | bell page fd` (see [`asker_key`]), filled from the front, 0
+    /// after the last.
+    pub(super) askers: [std::sync::atomic::AtomicU64; ASKERS],
+}
+
+const _: () = assert!(std::mem::size_of::<Page>() <= PAGE);
+const _: () = assert!(std::mem::size_of::<AnswersPage>() <= PAGE);
+
+/// How an asker lists itself in a peer's [`AnswersPage`]: its pid and its bell page's descriptor
+/// (what a name record holds), never 0.
+pub(super) fn asker_key(pid: u32, fd: RawFd) -> u64 {
+    u64::from(pid) << 32 | u64::from(fd as u32)
 }
 
 impl Page {
@@ -89,7 +130,8 @@ pub(super) struct NameRecord {
     /// The memfd's descriptor number in the creator; [`NO_PAGE`] for an endpoint of a domain
     /// that never waits (it rings its peers, it has nothing to be rung on).
     pub(super) fd: i32,
-    pub(super) _pad: u32,
+    /// The descriptor of the domain's [`AnswersPage`] in the creator; -1 for none.
+    pub(super) answers: i32,
     /// What a peer that rings after an operation toward this endpoint sets in the page's
     /// `hints`: the bits of the feed slots of the counters bound to the endpoint (low, high
     /// halves of the [`Hints`]).
@@ -204,13 +246,39 @@ pub(super) fn shared_page(socket: &OwnedFd) -> std::io::Result<(OwnedFd, *mut Pa
     if path_len == 0 || path_len > ADDR_MAX {
         return Err(std::io::Error::other("unexpected socket address"));
     }
+    let (memfd, page) = sealed_page(c"rscntr_bell")?;
+    let page: *mut Page = page.cast();
+    // SAFETY: a fresh mapping of PAGE bytes nobody else has opened yet.
+    unsafe {
+        let p = &mut *page;
+        p.magic = MAGIC;
+        p.version = VERSION;
+        p.addr_len = path_len as u32;
+        for (dst, src) in p.addr.iter_mut().zip(addr.sun_path.iter().take(path_len)) {
+            *dst = *src as u8;
+        }
+    }
+    Ok((memfd, page))
+}
+
+/// A domain's answers page, made and mapped (see [`AnswersPage`]).
+pub(super) fn answers_page() -> std::io::Result<(OwnedFd, *mut AnswersPage)> {
+    let (memfd, page) = sealed_page(c"rscntr_bell_answers")?;
+    let page: *mut AnswersPage = page.cast();
+    // SAFETY: a fresh mapping of PAGE bytes nobody else has opened yet.
+    unsafe {
+        (*page).magic = ANSWERS_MAGIC;
+        (*page).version = VERSION;
+    }
+    Ok((memfd, page))
+}
+
+/// A memfd of one page, sealed against shrinking and growing (no peer can make a mapping of it
+/// fault), and mapped.
+fn sealed_page(name: &CStr) -> std::io::Result<(OwnedFd, *mut u8)> {
     // SAFETY: a NUL-terminated name; no memory arguments otherwise.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"rscntr_bell".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
         return Err(last_error());
     }
@@ -233,17 +301,7 @@ pub(super) fn shared_page(socket: &OwnedFd) -> std::io::Result<(OwnedFd, *mut Pa
         return Err(last_error());
     }
     let page = map_page(fd)?;
-    // SAFETY: a fresh mapping of PAGE bytes nobody else has opened yet.
-    unsafe {
-        let p = &mut *page;
-        p.magic = MAGIC;
-        p.version = VERSION;
-        p.addr_len = path_len as u32;
-        for (dst, src) in p.addr.iter_mut().zip(addr.sun_path.iter().take(path_len)) {
-            *dst = *src as u8;
-        }
-    }
-    Ok((memfd, page))
+    Ok((memfd, page.cast()))
 }
 
 pub(super) fn map_page(fd: RawFd) -> std::io::Result<*mut Page> {
@@ -273,7 +331,12 @@ pub struct NameFile {
 }
 
 impl NameFile {
-    pub(super) fn create(addr: &[u8], memfd: RawFd, hints: Hints) -> std::io::Result<NameFile> {
+    pub(super) fn create(
+        addr: &[u8],
+        memfd: RawFd,
+        answers: RawFd,
+        hints: Hints,
+    ) -> std::io::Result<NameFile> {
         reap_stale();
         let path = name_path(addr);
         crate::fi_dbg!(
@@ -287,7 +350,7 @@ impl NameFile {
             pid: std::process::id(),
             pid_ns: pid_ns(),
             fd: memfd,
-            _pad: 0,
+            answers,
             hints: split_hints(hints),
         };
         // A file left by an endpoint of the same address (a process of a former run) goes.

@@ -76,6 +76,9 @@ pub struct CoreFeed {
     /// hint; `bound_late` says otherwise); else in the domain's room.
     slot_sleep: Option<SlotBlocker>,
     bound_late_to_bell: AtomicBool,
+    /// Over shm, the domain's peers: a read that drives the core rings those that asked it
+    /// for answers (`answers.rs`).
+    answering: Option<Arc<super::peers::DomainPeers>>,
 }
 
 /// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.
@@ -239,6 +242,7 @@ fn new_feed(
         reads,
         slot_sleep,
         bound_late_to_bell: AtomicBool::new(false),
+        answering: (core.plan == Plan::Bell).then(|| core.peers.clone()),
     });
     // SAFETY: boxed, the feed does not move.
     unsafe { feed.join_bell() };
@@ -361,16 +365,19 @@ impl Feed for CoreFeed {
     fn sync(&self, tally: &dyn Tally, errors_too: bool) {
         if let CoreBlocker::Bell(b) = &self.blocker {
             // A waiter's pull: this counter's endpoints (the bell's arming drives the whole
-            // domain's, see `bell.rs`). When it moved the counter (the wait may end now, and
-            // not arm again), a ring to each peer that sleeps: an answer this progress made
-            // may be what it waits for. After a sleep that no ring ended, a count it brings in
+            // domain's, see `bell.rs`). The peers that asked for answers are rung when they
+            // asked something new (`answers.rs`). When it moved the counter (the wait may end
+            // now, and not arm again), a ring to each peer that sleeps: an answer this progress
+            // made may be what it waits for. After a sleep that no ring ended, a count it brings in
             // came from a peer that did not ring.
             let before = tally.value();
             let unrung = match self.slot_sleeper() {
                 Some(s) => s.take_unrung_wake(),
                 None => b.take_unrung_wake(),
             };
+            let asked = b.asked();
             self.sync_own(tally, errors_too);
+            b.answered(asked);
             if tally.value() != before {
                 b.ring_back();
                 if unrung {
@@ -385,12 +392,23 @@ impl Feed for CoreFeed {
     /// `fi_cntr_read` and `fi_cntr_readerr`: on a duty cycle where the feed has one (see
     /// `engine/duty.rs`): a read that does not drive the core returns what the core counted
     /// into the rscntr counter already through FI_PEER, which is everything it delivered.
+    ///
+    /// Over shm, a read that drives the core rings the peers that asked the domain for answers
+    /// (`answers.rs`): a rank that only reads its counters is a target they depend on.
     fn sync_read(&self, tally: &dyn Tally, errors_too: bool) {
-        match &self.reads {
-            Some(reads) => {
-                reads.read(|| self.sync_own(tally, errors_too));
+        let sync = || match &self.answering {
+            Some(peers) => {
+                let asked = peers.asked();
+                self.sync_own(tally, errors_too);
+                peers.answered(asked);
             }
             None => self.sync_own(tally, errors_too),
+        };
+        match &self.reads {
+            Some(reads) => {
+                reads.read(sync);
+            }
+            None => sync(),
         }
     }
 

@@ -8,12 +8,14 @@
 //! - `feed.rs`: a bound counter's core counter (a `Feed`), opened at the first bind with its
 //!   bound wait, taking in what the core counted, armed for `fi_trywait`;
 //! - `reads.rs`: how often a read drives the core's progress;
-//! - `bell.rs`, `bell_files.rs`, `peers.rs`, `ring.rs`: the doorbell over shm, which has nothing
-//!   to block on: a waiter's domain publishes a bell (`bell.rs`, made of `bell_files.rs`), every
-//!   rscntr endpoint over shm rings its peers' after operations toward them (`peers.rs`,
-//!   `ring.rs`);
+//! - `bell.rs`, `bell_files.rs`, `peers.rs`, `ring.rs`, `answers.rs`, `ring_cq.rs`: the doorbell
+//!   over shm, which has nothing to block on: a waiter's domain publishes a bell (`bell.rs`, made
+//!   of `bell_files.rs`), every rscntr endpoint over shm rings its peers' after operations
+//!   toward them (`peers.rs`, `ring.rs`), and a domain's progress rings the peers that asked it
+//!   what only that progress answers (`answers.rs`; around CQ reads, `ring_cq.rs`);
 //! - `registry.rs`: records found by fid where another patch's table is in front.
 
+mod answers;
 pub mod bell;
 mod bell_files;
 mod blocker;
@@ -22,6 +24,7 @@ pub mod peers;
 mod reads;
 mod registry;
 pub mod ring;
+pub mod ring_cq;
 
 pub use blocker::{
     CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, core_counting,

@@ -4,8 +4,9 @@
 //! CQs wait or not: a peer that sleeps is rung by whoever completes work toward it.
 
 use super::bell_files::{
-    ADDR_MAX, HINT_ALL, Hints, MAGIC, Mutex, NO_PAGE, PAGE, Page, SLOT_WORDS, VERSION, bare_name,
-    join_hints, last_error, map_page, name_path, pid_ns, read_record, slot_bits_of, split_hints,
+    ADDR_MAX, ANSWERS_MAGIC, AnswersPage, HINT_ALL, Hints, MAGIC, Mutex, NO_PAGE, PAGE, Page,
+    SLOT_WORDS, VERSION, bare_name, join_hints, last_error, map_page, name_path, pid_ns,
+    read_record, slot_bits_of, split_hints,
 };
 use crate::engine::{bell, futex};
 use std::ffi::CString;
@@ -17,9 +18,15 @@ pub(super) const RING_LIST: usize = 64;
 
 // ---- The sending side: peers' bells, rung ----------------------------------------------
 
-/// A peer's bell, mapped: its armed word, and its socket's address (copied once, checked).
+/// A peer's bell, mapped: its armed word, and its socket's address (copied once, checked); and
+/// the peer's answers page, where this domain's waiters ask (see `answers.rs`). A peer whose
+/// domain never waits has the answers page only (`page` NULL: nothing to ring).
 pub struct PeerBell {
     page: *mut Page,
+    /// The peer's domain's answers page (NULL: none, or it did not check out).
+    pub(super) answers: *mut AnswersPage,
+    /// Whether this domain is listed in `answers` (see [`PeerBell::ask`]).
+    pub(super) listed: std::sync::atomic::AtomicU8,
     addr: libc::sockaddr_un,
     addr_len: libc::socklen_t,
     /// What to set in the page's `hints` when ringing (from the peer's name record).
@@ -33,8 +40,12 @@ pub struct PeerBell {
 
 impl Drop for PeerBell {
     fn drop(&mut self) {
-        // SAFETY: mapped by map_peer, unmapped once.
-        unsafe { libc::munmap(self.page.cast(), PAGE) };
+        for p in [self.page.cast::<u8>(), self.answers.cast()] {
+            if !p.is_null() {
+                // SAFETY: mapped by map_peer (or map_asker), unmapped once.
+                unsafe { libc::munmap(p.cast(), PAGE) };
+            }
+        }
     }
 }
 
@@ -102,6 +113,37 @@ impl PeerBell {
         }
     }
 
+    /// Rings an asker after this domain's progress answered what it asked (see `answers.rs`):
+    /// its armed word with the hints of its feeds that wait for answers, then those feeds' slot
+    /// waiters; nothing for a peer without a bell.
+    #[cold]
+    pub(super) fn ring_answered(&self) {
+        // SAFETY: mapped as long as self lives; only its atomics are touched.
+        let Some(page) = (unsafe { self.page.as_ref() }) else {
+            return;
+        };
+        let ways = bell::rings_telling(&page.armed, || {
+            for (half, asked) in page.hints.iter().zip(&page.answer_hints) {
+                let bits = asked.load(SeqCst);
+                if bits != 0 {
+                    half.fetch_or(bits, SeqCst);
+                }
+            }
+        });
+        if ways != 0 {
+            self.ring(ways);
+        }
+        for (word, asked) in page.slots.iter().zip(&page.answer_slots) {
+            let bits = asked.load(SeqCst);
+            if bits != 0 {
+                let taken = bell::rings_slots_after_fence(word, bits);
+                if taken != 0 {
+                    self.wake_slots(page, word, taken);
+                }
+            }
+        }
+    }
+
     /// Rings the `ways` this thread disarmed: one syscall each.
     #[cold]
     fn ring(&self, ways: u32) {
@@ -147,11 +189,11 @@ pub(super) fn send_socket() -> RawFd {
 
 /// What a peer's name file says about it.
 pub(super) enum Mapped {
-    /// Its bell, mapped.
+    /// Its bell, mapped (and its answers page, when it has one).
     Bell(PeerBell),
     /// An rscntr endpoint of this pid namespace whose domain never waits: it rings its peers,
-    /// nobody needs to ring it.
-    Ringer,
+    /// nobody needs to ring it; its answers page when it has one (`page` NULL).
+    Ringer(Option<PeerBell>),
 }
 
 /// Maps the bell published under a peer's shm address, if there is one that checks out.
@@ -169,20 +211,42 @@ pub(super) fn map_peer(addr: &[u8]) -> Option<Mapped> {
         );
         return None;
     }
+    let answers = map_answers(r.pid, r.answers, &shown);
     if r.fd == NO_PAGE {
         crate::fi_dbg!(EpData, "peer {shown:?} rings, and has no doorbell");
-        return Some(Mapped::Ringer);
+        return Some(Mapped::Ringer(
+            (!answers.is_null()).then(|| PeerBell::answers_only(answers)),
+        ));
     }
-    if r.fd < 0 {
+    let bell = map_bell(r.pid, r.fd, join_hints(r.hints), &shown);
+    match bell {
+        Some(mut b) => {
+            b.answers = answers;
+            Some(Mapped::Bell(b))
+        }
+        None => {
+            if !answers.is_null() {
+                // SAFETY: mapped just above, by nothing else.
+                unsafe { libc::munmap(answers.cast(), PAGE) };
+            }
+            None
+        }
+    }
+}
+
+/// A sealed page of exactly [`PAGE`] bytes, descriptor `fd` of process `pid` (of this pid
+/// namespace), mapped; and its file (device, inode).
+fn map_sealed(pid: u32, fd: i32, shown: &str) -> Option<(*mut Page, (u64, u64))> {
+    if fd < 0 || pid == 0 {
         return None;
     }
-    let proc_path = CString::new(format!("/proc/{}/fd/{}", r.pid, r.fd)).ok()?;
+    let proc_path = CString::new(format!("/proc/{pid}/fd/{fd}")).ok()?;
     // SAFETY: a NUL-terminated path.
     let fd = unsafe { libc::open(proc_path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
     if fd < 0 {
         crate::fi_dbg!(
             EpData,
-            "cannot open the doorbell of peer {shown:?} ({proc_path:?}): {}",
+            "cannot open the page of peer {shown:?} ({proc_path:?}): {}",
             last_error()
         );
         return None;
@@ -200,13 +264,36 @@ pub(super) fn map_peer(addr: &[u8]) -> Option<Mapped> {
         && unsafe { libc::fstat(file.as_raw_fd(), &mut st) } == 0
         && st.st_size as usize == PAGE;
     if !ok {
-        crate::fi_dbg!(
-            EpData,
-            "the doorbell of peer {shown:?} is not a sealed page"
-        );
+        crate::fi_dbg!(EpData, "the page of peer {shown:?} is not a sealed page");
         return None;
     }
     let page = map_page(file.as_raw_fd()).ok()?;
+    Some((page, (st.st_dev, st.st_ino)))
+}
+
+/// A peer's answers page (descriptor `fd` of `pid`), mapped if it checks out; NULL otherwise.
+fn map_answers(pid: u32, fd: i32, shown: &str) -> *mut AnswersPage {
+    let Some((page, _)) = map_sealed(pid, fd, shown) else {
+        return std::ptr::null_mut();
+    };
+    let page: *mut AnswersPage = page.cast();
+    // SAFETY: a mapping of PAGE bytes; read once, checked.
+    let (magic, version) = unsafe { ((*page).magic, (*page).version) };
+    if magic != ANSWERS_MAGIC || version != VERSION {
+        crate::fi_dbg!(
+            EpData,
+            "the answers page of peer {shown:?} does not check out"
+        );
+        // SAFETY: mapped just above.
+        unsafe { libc::munmap(page.cast(), PAGE) };
+        return std::ptr::null_mut();
+    }
+    page
+}
+
+/// A bell page (descriptor `fd` of `pid`), mapped if it checks out, rung with `hints`.
+pub(super) fn map_bell(pid: u32, fd: i32, hints: Hints, shown: &str) -> Option<PeerBell> {
+    let (page, file) = map_sealed(pid, fd, shown)?;
     // SAFETY: a mapping of PAGE bytes; read once, checked.
     let (magic, version, len, bytes) = unsafe {
         (
@@ -231,15 +318,39 @@ pub(super) fn map_peer(addr: &[u8]) -> Option<Mapped> {
     for (dst, src) in sa.sun_path.iter_mut().zip(bytes.iter().take(len)) {
         *dst = *src as libc::c_char;
     }
-    let hints = join_hints(r.hints);
-    Some(Mapped::Bell(PeerBell {
+    Some(PeerBell {
         page,
+        answers: std::ptr::null_mut(),
+        listed: std::sync::atomic::AtomicU8::new(0),
         addr: sa,
         addr_len: (std::mem::size_of::<libc::sa_family_t>() + len) as libc::socklen_t,
         hints,
         slot_bits: slot_bits_of(hints),
-        file: (st.st_dev, st.st_ino),
-    }))
+        file,
+    })
+}
+
+impl PeerBell {
+    /// A peer whose domain never waits: its answers page only.
+    fn answers_only(answers: *mut AnswersPage) -> PeerBell {
+        // SAFETY: an all-zero sockaddr_un is valid.
+        let addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        PeerBell {
+            page: std::ptr::null_mut(),
+            answers,
+            listed: std::sync::atomic::AtomicU8::new(0),
+            addr,
+            addr_len: 0,
+            hints: 0,
+            slot_bits: [0; SLOT_WORDS],
+            file: (0, 0),
+        }
+    }
+
+    /// Whether the peer has a bell (a peer whose domain never waits has none).
+    pub(super) fn has_bell(&self) -> bool {
+        !self.page.is_null()
+    }
 }
 
 /// The peers reached through one AV, by fi_addr: looked up once each, lock-free after.
@@ -277,8 +388,8 @@ pub enum Looked<'a> {
     Bell(&'a PeerBell),
     /// Neither a bell nor a peer that rings: the domain's waits must not count on rings.
     NoBell,
-    /// No bell, but a peer that rings.
-    Ringer,
+    /// No bell, but a peer that rings; its answers page, where it has one.
+    Ringer(Option<&'a PeerBell>),
 }
 
 impl<'a> Looked<'a> {
@@ -287,9 +398,14 @@ impl<'a> Looked<'a> {
     unsafe fn of(p: *const PeerBell) -> Looked<'a> {
         if is_mapped(p) {
             // SAFETY: caller's contract.
-            Looked::Bell(unsafe { &*p })
+            let peer = unsafe { &*p };
+            if peer.has_bell() {
+                Looked::Bell(peer)
+            } else {
+                Looked::Ringer(Some(peer))
+            }
         } else if p == RINGER.cast_const() {
-            Looked::Ringer
+            Looked::Ringer(None)
         } else {
             Looked::NoBell
         }
@@ -342,7 +458,14 @@ impl PeerTable {
         }
         let found = lookup().and_then(|addr| map_peer(&addr));
         let p = match found {
-            Some(Mapped::Ringer) => RINGER,
+            Some(Mapped::Ringer(None)) => RINGER,
+            Some(Mapped::Ringer(Some(b))) => {
+                let b = Box::new(b);
+                let p = &*b as *const PeerBell as *mut PeerBell;
+                // Nothing to ring: never on the ring-back list.
+                self.all.lock().push(b);
+                p
+            }
             Some(Mapped::Bell(b)) => {
                 let b = Box::new(b);
                 let p = &*b as *const PeerBell as *mut PeerBell;
@@ -368,7 +491,7 @@ impl PeerTable {
                 ) && is_mapped(existing)
                 {
                     // SAFETY: as in get.
-                    return Looked::Bell(unsafe { &*existing });
+                    return unsafe { Looked::of(existing) };
                 }
             }
             None => {
@@ -383,7 +506,7 @@ impl PeerTable {
     /// `DomainPeers::listed`).
     fn ring_armed(&self, peers: &DomainPeers) {
         for p in self.all.lock().iter() {
-            if !peers.is_own(p) {
+            if p.has_bell() && !peers.is_own(p) {
                 p.ring_if_armed();
             }
         }
@@ -400,6 +523,8 @@ pub struct DomainPeers {
     ring_list_len: std::sync::atomic::AtomicUsize,
     /// The (device, inode) of the domain's own bell's page, once it has a bell.
     own: std::sync::OnceLock<(u64, u64)>,
+    /// The domain's answers page, made when its first endpoint publishes (see `answers.rs`).
+    pub(super) desk: std::sync::OnceLock<Option<super::answers::AnswerDesk>>,
 }
 
 impl Default for DomainPeers {
@@ -409,6 +534,7 @@ impl Default for DomainPeers {
             ring_list: [const { AtomicPtr::new(std::ptr::null_mut()) }; RING_LIST],
             ring_list_len: std::sync::atomic::AtomicUsize::new(0),
             own: std::sync::OnceLock::new(),
+            desk: std::sync::OnceLock::new(),
         }
     }
 }
@@ -464,7 +590,7 @@ impl DomainPeers {
 
     /// Whether `peer` is the domain's own bell, mapped by an endpoint of the domain that sends
     /// to another endpoint of it (MPI ranks put their own address in their AV).
-    fn is_own(&self, peer: &PeerBell) -> bool {
+    pub(super) fn is_own(&self, peer: &PeerBell) -> bool {
         self.own.get() == Some(&peer.file)
     }
 
@@ -499,14 +625,17 @@ mod tests {
     fn a_ringer_record_maps_as_a_ringer_and_no_file_as_nothing() {
         let addr = format!("fi_shm://rscntr_ringer_test_{}", std::process::id());
         assert!(map_peer(addr.as_bytes()).is_none(), "no file yet");
-        let name = NameFile::create(addr.as_bytes(), NO_PAGE, 0).expect("published");
-        assert!(matches!(map_peer(addr.as_bytes()), Some(Mapped::Ringer)));
+        let name = NameFile::create(addr.as_bytes(), NO_PAGE, -1, 0).expect("published");
+        assert!(matches!(
+            map_peer(addr.as_bytes()),
+            Some(Mapped::Ringer(None))
+        ));
         drop(name);
         assert!(
             map_peer(addr.as_bytes()).is_none(),
             "the file went with the record"
         );
-        let gone = NameFile::create(addr.as_bytes(), -1, 0).expect("published");
+        let gone = NameFile::create(addr.as_bytes(), -1, -1, 0).expect("published");
         assert!(
             map_peer(addr.as_bytes()).is_none(),
             "a record naming no page"
@@ -519,7 +648,7 @@ mod tests {
     #[test]
     fn a_table_looks_each_address_up_once() {
         let addr = format!("fi_shm://rscntr_table_test_{}", std::process::id());
-        let name = NameFile::create(addr.as_bytes(), NO_PAGE, 0).expect("published");
+        let name = NameFile::create(addr.as_bytes(), NO_PAGE, -1, 0).expect("published");
         let peers = DomainPeers::default();
         let table = peers.table_of(1);
         let lookups = std::cell::Cell::new(0);
@@ -530,7 +659,7 @@ mod tests {
         for _ in 0..2 {
             assert!(matches!(
                 table.get(3, || look(&addr), &peers),
-                Looked::Ringer
+                Looked::Ringer(None)
             ));
             assert!(matches!(
                 table.get(4, || look("fi_shm://nobody_here"), &peers),

@@ -11,13 +11,13 @@
 //! peer without a bell (plain shm, another pid namespace, an rscntr endpoint of a domain that
 //! never waits) the lookup finds that once and, from then on, costs one load and a compare.
 //! The decision is per peer, at the first operation toward its address: a peer publishes its
-//! bell before its endpoint is enabled, so before anyone can know the address. A peer whose
-//! domain never waits rings what it sends but not what its progress answers; an operation only
-//! that answer completes ([`answered_len`], reads and fetching atomics) makes the domain's waits
-//! re-check, once and for good, as toward plain shm.
+//! bell before its endpoint is enabled, so before anyone can know the address. An operation
+//! that only the peer's progress completes ([`answered_len`], reads and fetching atomics), from
+//! an endpoint of a domain that waits, also asks the peer to ring when it has answered
+//! (`answers.rs`): the answer is made inside the peer's own calls, which send nothing here.
 
 use super::bell::BellBlocker;
-use super::peers::{DomainPeers, Looked, PeerTable};
+use super::peers::{DomainPeers, Looked, PeerBell, PeerTable};
 use super::registry::Registry;
 use crate::boundary::ffi::{
     DataTables, copy_table, iov_len, ours_where_the_core_has, point_data_tables,
@@ -48,6 +48,9 @@ pub struct RingEp {
     domain: Arc<DomainPeers>,
     /// The endpoint, as registered (see [`RingEp::patch_below`]).
     ep: usize,
+    /// The feeds of the counters bound to the endpoint at its FI_ENABLE (low, high halves):
+    /// what a peer's ring for answers to its operations wakes (see `answers.rs`).
+    hints: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl RingEp {
@@ -155,7 +158,23 @@ impl RingEp {
             bell,
             domain,
             ep: registered,
+            hints: Default::default(),
         })
+    }
+
+    /// The feeds of the counters bound to the endpoint at its FI_ENABLE.
+    fn set_hints(&self, hints: u128) {
+        for (half, bits) in self.hints.iter().zip([hints as u64, (hints >> 64) as u64]) {
+            half.store(bits, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn hints(&self) -> u128 {
+        let [lo, hi] = self
+            .hints
+            .each_ref()
+            .map(|h| h.load(std::sync::atomic::Ordering::Relaxed));
+        u128::from(lo) | u128::from(hi) << 64
     }
 
     /// The core AV the endpoint is bound to, where its peers are looked up.
@@ -189,29 +208,43 @@ impl RingEp {
     /// the peer's progress to answer; a sleeping peer must wake for both).
     ///
     /// `answered`: whether the operation completes here only when the peer's progress answers
-    /// it (asked only toward a peer whose domain never waits, see [`ANSWERED`]).
+    /// it (asked only when this domain waits and the core accepted it, see [`answered_len`]):
+    /// then the peer is asked to ring the answer (`answers.rs`).
     #[inline]
     fn after(&self, ret: isize, dest: ofi::fi_addr_t, answered: impl FnOnce() -> bool) {
         if (ret != 0 && ret != crate::boundary::ffi::err::EAGAIN as isize) || dest == FI_ADDR_UNSPEC
         {
             return;
         }
+        let asks = |peer: Option<&PeerBell>| {
+            if let Some(bell) = &self.bell
+                && ret == 0
+                && answered()
+            {
+                self.ask(bell, peer);
+            }
+        };
         match self.peers().get(dest, || self.lookup(dest), &self.domain) {
-            Looked::Bell(p) => p.ring_if_armed(),
+            Looked::Bell(p) => {
+                p.ring_if_armed();
+                asks(Some(p));
+            }
             Looked::NoBell => {
                 if let Some(bell) = &self.bell {
                     bell.fall_back("a peer without a doorbell");
                 }
             }
-            Looked::Ringer => {
-                if let Some(bell) = &self.bell
-                    && ret == 0
-                    && !bell.falls_back()
-                    && answered()
-                {
-                    bell.fall_back(ANSWERED);
-                }
-            }
+            Looked::Ringer(p) => asks(p),
+        }
+    }
+
+    /// Asks `peer` (None: an rscntr peer without an answers page) to ring this domain when its
+    /// progress has answered; where it cannot, this domain's waits re-check, logged once.
+    #[cold]
+    fn ask(&self, bell: &BellBlocker, peer: Option<&PeerBell>) {
+        bell.wants_answers(self.hints());
+        if !peer.is_some_and(|p| p.ask(bell)) && !bell.falls_back() {
+            bell.fall_back(super::answers::NOT_LISTED);
         }
     }
 
@@ -237,14 +270,6 @@ impl RingEp {
         Some(buf)
     }
 }
-
-/// Why a domain's waits fall back after an operation toward a peer whose domain never waits.
-/// Such a peer rings what it sends, but its answers (a read's data, a fetching atomic's
-/// result, the completion of a send or write past shm's inject size or asked with
-/// FI_DELIVERY_COMPLETE) are made by its progress, inside its own CQ reads, where rscntr rings
-/// nobody: a waiter for them re-checks as it does toward plain shm.
-const ANSWERED: &str = "a peer whose domain never waits, answering a read, a fetching atomic or \
-                        a send past shm's inject size,";
 
 /// shm's `SMR_INJECT_SIZE` (the same from 1.17 to 2.5): a send or write longer than this
 /// completes at its initiator when the target's progress has copied it.
@@ -437,19 +462,25 @@ impl EpBell {
     /// endpoint rings its peers and has no bell (a peer that sends to it then knows its own
     /// waits can count on rings from it; plain shm has no such file).
     ///
+    /// The record names the domain's answers page (`answers.rs`).
+    ///
     /// # Safety
     /// `ep` is an open core endpoint.
-    pub unsafe fn publish_ringer(ep: *mut ofi::fid_ep) -> Option<super::bell::NameFile> {
+    pub unsafe fn publish_ringer(
+        ep: *mut ofi::fid_ep,
+        domain: &DomainPeers,
+    ) -> Option<super::bell::NameFile> {
         // SAFETY: caller's contract.
         let name = unsafe { ep_name(ep) }?;
-        super::bell::NameFile::create(&name, super::bell_files::NO_PAGE, 0)
+        super::bell::NameFile::create(&name, super::bell_files::NO_PAGE, domain.answers_fd(), 0)
             .inspect_err(|e| {
                 crate::fi_info!(EpCtrl, "cannot publish the endpoint's ringer record: {e}")
             })
             .ok()
     }
 
-    /// After the core enabled `ep`: its ringing tables (`bell`: the domain's, when it waits).
+    /// After the core enabled `ep`: its ringing tables (`bell`: the domain's, when it waits;
+    /// `hints`: the feeds of the counters bound to it).
     ///
     /// # Safety
     /// As [`RingEp::patch`].
@@ -459,9 +490,12 @@ impl EpBell {
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
         name: Option<super::bell::NameFile>,
+        hints: u128,
     ) -> EpBell {
         // SAFETY: caller's contract.
         let ring = unsafe { RingEp::patch(ep, av, bell, domain) };
+        // SAFETY: made just now, freed with the EpBell.
+        unsafe { (*ring).set_hints(hints) };
         EpBell { name, ring }
     }
 
@@ -492,9 +526,10 @@ impl EpBell {
     /// # Safety
     /// `ep` is the endpoint, about to be enabled.
     pub unsafe fn published(&mut self, ep: *mut ofi::fid_ep, hints: u128) -> bool {
+        self.record().set_hints(hints);
         let Some(bell) = self.record().bell.clone() else {
             // SAFETY: caller's contract.
-            self.name = unsafe { EpBell::publish_ringer(ep) };
+            self.name = unsafe { EpBell::publish_ringer(ep, &self.record().domain) };
             return false;
         };
         // SAFETY: caller's contract.
