@@ -200,8 +200,8 @@ shm_sleep_over_shm() { # <libdir>
     # leaves its waiter asleep until its 10 s timeout instead of its 1 s bound, and fails the
     # part (the parts woken by the peer's rings; with the slot rings taken out, idle, ops and
     # many failed, and passed with the bound; answers waited 10 s per fetching atomic at
-    # 8445cae, before a domain asking a peer whose domain never waits fell back at its first
-    # such operation). Then 64 waiters of one domain, on their slots
+    # 8445cae, and at 0c27bb6 toward a peer whose domain waits but only polled its CQ, before
+    # that peer's CQ reads rang its askers). Then 64 waiters of one domain, on their slots
     # and (every eighth, bound late) in the domain's room, with errors, timeouts and closes:
     # room_stress counts a waiter its timeout ended as lost; the log must say the hook was in
     # force.
