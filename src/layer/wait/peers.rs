@@ -241,8 +241,15 @@ fn map_sealed(pid: u32, fd: i32, shown: &str) -> Option<(*mut Page, (u64, u64))>
         return None;
     }
     let proc_path = CString::new(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    // Non-blocking and never a controlling terminal: a key from a peer's garbage may name any
+    // descriptor of any process of this user (only a sealed page of ours is then kept).
     // SAFETY: a NUL-terminated path.
-    let fd = unsafe { libc::open(proc_path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            proc_path.as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY,
+        )
+    };
     if fd < 0 {
         crate::fi_dbg!(
             EpData,
