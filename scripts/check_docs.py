@@ -58,7 +58,6 @@ SETTINGS = {
     "README.md": [
         ("plain shm peers: re-checks every 1 ms", "src/layer/wait/bell.rs"),
         ("shm's inject size (4096 bytes)", "src/layer/wait/ring.rs"),
-        ("re-checks every 1 ms from then on", "src/layer/wait/bell.rs"),
         ("≥ every 10 ms", "src/layer/wait/blocker.rs"),
         ("with one it naps 1 ms between looks", "src/layer/wait/blocker.rs"),
         ("at most 50 ms at a time", "src/boundary/versions.rs"),
@@ -72,7 +71,6 @@ SETTINGS = {
         ("50 µs of progress calls (yielding)", "src/layer/wait/bell.rs"),
         ("waits re-check every 1 ms, logged once", "src/layer/wait/bell.rs"),
         ("sends and writes past 4096 bytes", "src/layer/wait/ring.rs"),
-        ("re-checks every 1 ms from then on, logged once", "src/layer/wait/bell.rs"),
         ("no sleep lasts longer than 50 ms (1 s on a waiter's own bit)", "src/layer/wait/bell.rs"),
         ("then sleeps from 2 µs doubling up to", "src/engine/backoff.rs"),
         ("polls the armed counters from 1 µs doubling up to the same cap", "src/engine/watcher.rs"),
