@@ -117,10 +117,27 @@ impl AnswerDesk {
     }
 }
 
+impl AnswerDesk {
+    /// Before a progress call: the count of operations asked of this domain (one load).
+    #[inline]
+    pub(super) fn asked(&self) -> u32 {
+        self.page().asked.load(SeqCst)
+    }
+
+    /// After a progress call: rings the askers when `before` (from [`Self::asked`] before the
+    /// call) is a count not answered yet; one load otherwise. `peers`: the domain's.
+    #[inline]
+    pub(super) fn answered(&self, before: u32, peers: &DomainPeers) {
+        if self.answered.load(Relaxed) != before {
+            self.answer_past(before, peers);
+        }
+    }
+}
+
 impl DomainPeers {
-    /// The domain's answers page's descriptor, made at the first call (-1 when it cannot be,
-    /// logged once: its peers' waits then re-check for its answers).
-    pub fn answers_fd(&self) -> RawFd {
+    /// The domain's answers page, made at the first call (None when it cannot be, logged once:
+    /// its peers' waits then re-check for its answers).
+    pub(super) fn desk(&self) -> Option<&AnswerDesk> {
         self.desk
             .get_or_init(|| {
                 AnswerDesk::new()
@@ -130,14 +147,18 @@ impl DomainPeers {
                     .ok()
             })
             .as_ref()
-            .map_or(-1, |d| d.memfd.as_raw_fd())
+    }
+
+    /// The domain's answers page's descriptor, for its name records (-1: none).
+    pub fn answers_fd(&self) -> RawFd {
+        self.desk().map_or(-1, |d| d.memfd.as_raw_fd())
     }
 
     /// Before a progress call: the count of operations asked of this domain (one load).
     #[inline]
     pub fn asked(&self) -> u32 {
         match self.desk.get() {
-            Some(Some(d)) => d.page().asked.load(SeqCst),
+            Some(Some(d)) => d.asked(),
             _ => 0,
         }
     }
@@ -146,10 +167,8 @@ impl DomainPeers {
     /// call) is a count not answered yet; one load otherwise.
     #[inline]
     pub fn answered(&self, before: u32) {
-        if let Some(Some(d)) = self.desk.get()
-            && d.answered.load(Relaxed) != before
-        {
-            d.answer_past(before, self);
+        if let Some(Some(d)) = self.desk.get() {
+            d.answered(before, self);
         }
     }
 }

@@ -5,11 +5,13 @@
 //! sleeping initiator depends on.
 //!
 //! Every CQ of an rscntr(shm) domain gets a copy of its tables whose `read` and `readfrom` load
-//! the count of what the domain was asked, call the ones they replaced, then ring the askers
-//! when that count is new ([`DomainPeers::answered`]): two loads while nobody asks. Other
+//! the count of what the domain was asked, call the core's `readfrom` (`read` calls it without
+//! addresses: util's `read` would call back through the table), then ring the askers when that
+//! count is new (`AnswerDesk::answered`): a registry lookup and two loads while nobody asks. Other
 //! patches may go over these later (the deferred-work filter): the record is found by the CQ's
 //! address in a registry, not through the CQ's table pointer.
 
+use super::answers::AnswerDesk;
 use super::peers::DomainPeers;
 use super::registry::Registry;
 use crate::boundary::ffi::err;
@@ -24,6 +26,24 @@ pub struct RingCq {
     inner_fi_ops: *const ofi::fi_ops,
     inner: ofi::fi_ops_cq,
     peers: Arc<DomainPeers>,
+    /// The domain's answers page (made here if no endpoint published yet), owned by `peers`.
+    desk: *const AnswerDesk,
+}
+
+impl RingCq {
+    /// Calls `read` (the core's read or readfrom) between the two halves of answering: the
+    /// count of what was asked loaded before, the askers rung after when it is new.
+    #[inline]
+    fn answering(&self, read: impl FnOnce() -> isize) -> isize {
+        // SAFETY: owned by `peers`, which this record keeps (NULL: the domain has none).
+        let Some(desk) = (unsafe { self.desk.as_ref() }) else {
+            return read();
+        };
+        let asked = desk.asked();
+        let ret = read();
+        desk.answered(asked, &self.peers);
+        ret
+    }
 }
 
 static CQS: Registry<RingCq> = Registry::new();
@@ -36,12 +56,16 @@ static CQS: Registry<RingCq> = Registry::new();
 pub unsafe fn patch(cq: *mut ofi::fid_cq, peers: Arc<DomainPeers>) {
     // SAFETY: caller's contract.
     let (fi_ops, ops, inner_fi_ops) = unsafe { (*(*cq).fid.ops, *(*cq).ops, (*cq).fid.ops) };
+    let desk = peers
+        .desk()
+        .map_or(std::ptr::null(), |d| d as *const AnswerDesk);
     let mut rec = Box::new(RingCq {
         fi_ops,
         ops,
         inner_fi_ops,
         inner: ops,
         peers,
+        desk,
     });
     rec.fi_ops.close = Some(cq_close);
     rec.ops.size = rec.ops.size.min(std::mem::size_of::<ofi::fi_ops_cq>());
@@ -82,12 +106,15 @@ unsafe extern "C" fn cq_read(cq: *mut ofi::fid_cq, buf: *mut c_void, count: usiz
     crate::ffi_boundary! {
         // SAFETY: only patched CQs reach this op.
         let Some(rec) = (unsafe { record(cq.cast()) }) else { return err::EINVAL as isize };
+        // A read is a readfrom without source addresses (fi_cq(3)); util's read (shm's) calls
+        // readfrom through the CQ's table, which would answer twice.
+        if let Some(readfrom) = rec.inner.readfrom {
+            // SAFETY: the core's readfrom, with the application's arguments and no addresses.
+            return rec.answering(|| unsafe { readfrom(cq, buf, count, std::ptr::null_mut()) });
+        }
         let Some(read) = rec.inner.read else { return err::ENOSYS as isize };
-        let asked = rec.peers.asked();
         // SAFETY: the op this one replaced, with the application's arguments.
-        let ret = unsafe { read(cq, buf, count) };
-        rec.peers.answered(asked);
-        ret
+        rec.answering(|| unsafe { read(cq, buf, count) })
     }
 }
 
@@ -101,11 +128,8 @@ unsafe extern "C" fn cq_readfrom(
         // SAFETY: only patched CQs reach this op.
         let Some(rec) = (unsafe { record(cq.cast()) }) else { return err::EINVAL as isize };
         let Some(readfrom) = rec.inner.readfrom else { return err::ENOSYS as isize };
-        let asked = rec.peers.asked();
         // SAFETY: the op this one replaced, with the application's arguments.
-        let ret = unsafe { readfrom(cq, buf, count, src) };
-        rec.peers.answered(asked);
-        ret
+        rec.answering(|| unsafe { readfrom(cq, buf, count, src) })
     }
 }
 
