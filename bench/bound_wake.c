@@ -5,7 +5,7 @@
  *
  *   bound_wake -p <provider> -w unspec|yield|fd [-n samples] [-i pingpong iterations]
  *              [-S pingpong ms] [-P port] [-a addr] [-A sender addr] [-N sender netns]
- *              [-T wait timeout ms] [-D deadline s] [-I idle ms] [-m wake message bytes] [-Q]
+ *              [-T wait timeout ms] [-D deadline s] [-I idle ms] [-m wake message bytes] [-Q] [-F]
  *
  * The process forks: the parent is the receiver (it measures), the child the sender. Each opens
  * its own fabric, domain, endpoint and counter after the fork; the endpoint names and a
@@ -33,6 +33,13 @@
  * -Q (a quiet sender): the sender's receive counter has no wait object (FI_WAIT_NONE), so nothing
  * of the sender waits (over rscntr(shm): a domain that never waits, issue 48); in the pingpong it
  * reads that counter, yielding between reads, instead of waiting on it.
+ * -F (answers, issue 48): the idle wake waits for an answer instead of a message. Per sample the
+ * receiver posts a fetching atomic (FI_SUM of 1 on a u64 in the sender's registered buffer)
+ * and waits on its counter, bound FI_RECV | FI_READ (a fetching atomic completes on FI_READ
+ * counters); the sender, told so, idles as above without driving its endpoint, notes its clock
+ * and reads its transmit CQ once (FI_WAIT_NONE: the progress that answers), then sends that time
+ * over the socketpair. Wake latency = the receiver's clock when the wait returned - that time.
+ * No pingpong follows.
  *
  * Every wait is bounded (T ms, default 1000; a wait that times out is tried again, the sample
  * keeps its whole latency); 3 timeouts end a phase, which then reports "noresult". A watchdog
@@ -66,6 +73,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -77,6 +85,10 @@
 #define WARMUP 20
 #define PP_WARMUP 50
 #define MAX_TIMEOUTS 3
+/* -F: where in the registered page the sender's word, the operand and the result are */
+#define ANSWER_WORD 2048
+#define ANSWER_OPERAND 1024
+#define ANSWER_RESULT 1032
 
 struct msg {
 	uint64_t ts_ns;
@@ -93,6 +105,8 @@ static int port = 19000, samples = 500, pp_iters = 5000, pp_budget_ms = 2000, wa
 static enum fi_wait_obj wait_obj = FI_WAIT_UNSPEC;
 static int use_fd;
 static int quiet_sender; /* -Q */
+static int answers;      /* -F */
+static uint64_t peer_word, peer_key; /* -F: the sender's u64, as the receiver addresses it */
 
 static int oob = -1;     /* socketpair end */
 static int is_parent;
@@ -192,7 +206,7 @@ static int setup(void)
 
 	hints->fabric_attr->prov_name = strdup(prov);
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG;
+	hints->caps = FI_MSG | (answers ? FI_ATOMIC : 0);
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	snprintf(service, sizeof(service), "%d", port + (is_parent ? 0 : 1));
@@ -230,7 +244,7 @@ static int setup(void)
 	TRY(fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT), "fi_ep_bind(txcq)");
 	/* receive completions are reported by the counter only, as in fi_rdm_cntr_pingpong */
 	TRY(fi_ep_bind(ep, &rxcq->fid, FI_RECV | FI_SELECTIVE_COMPLETION), "fi_ep_bind(rxcq)");
-	REFUSE(fi_ep_bind(ep, &rxcntr->fid, FI_RECV), "fi_ep_bind(rx counter)");
+	REFUSE(fi_ep_bind(ep, &rxcntr->fid, FI_RECV | (answers && is_parent ? FI_READ : 0)), "fi_ep_bind(rx counter)");
 	TRY(fi_enable(ep), "fi_enable");
 
 	size_t len = 2 * sizeof(struct msg);
@@ -238,7 +252,12 @@ static int setup(void)
 	memset(buf, 0, 4096);
 	rxbuf = (struct msg *) buf;
 	txbuf = (struct msg *) (buf + sizeof(struct msg));
-	if (info->domain_attr->mr_mode & FI_MR_LOCAL) {
+	if (answers) {
+		/* the whole page: messages, the fetch's operand and result, the sender's word */
+		uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+		TRY(fi_mr_reg(domain, buf, 4096, access, 0, 0, 0, &mr, NULL), "fi_mr_reg");
+		rxdesc = txdesc = fi_mr_desc(mr);
+	} else if (info->domain_attr->mr_mode & FI_MR_LOCAL) {
 		TRY(fi_mr_reg(domain, buf, len, FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL), "fi_mr_reg");
 		rxdesc = txdesc = fi_mr_desc(mr);
 	}
@@ -256,6 +275,16 @@ static int exchange_names(void)
 		return snprintf(setup_err, sizeof(setup_err), "error oob send"), -1;
 	if (oob_recv(&l, sizeof(l), 10000) || l > sizeof(name) || oob_recv(name, l, 10000))
 		return snprintf(setup_err, sizeof(setup_err), "error oob recv"), -1;
+	if (answers) {
+		/* -F: the sender's word (at ANSWER_WORD in its page) and key, as the receiver uses them */
+		uint64_t mine[2] = { (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+					     (uint64_t) (uintptr_t) ((char *) rxbuf + ANSWER_WORD) : ANSWER_WORD,
+				     fi_mr_key(mr) }, theirs[2];
+		if (oob_send(mine, sizeof(mine)) || oob_recv(theirs, sizeof(theirs), 10000))
+			return snprintf(setup_err, sizeof(setup_err), "error oob keys"), -1;
+		peer_word = theirs[0];
+		peer_key = theirs[1];
+	}
 	int n = fi_av_insert(av, name, 1, &peer, 0, NULL);
 	if (n != 1) {
 		snprintf(setup_err, sizeof(setup_err), "error fi_av_insert=%d", n);
@@ -408,6 +437,48 @@ static int next_rx(int *timeouts, const char **why)
 	}
 }
 
+/* -F: a fetching atomic toward the sender's word; *k is the count its completion brings the
+ * counter to (nothing else moves it meanwhile: the sender sends nothing). */
+static int post_fetch(uint64_t *k)
+{
+	uint64_t give_up = now_ns() + send_limit_ns();
+	int ret = reap_tx(1);
+	if (ret)
+		return ret;
+	char *page = (char *) rxbuf;
+	*(uint64_t *) (page + ANSWER_OPERAND) = 1;
+	*k = fi_cntr_read(rxcntr) + 1;
+	for (;;) {
+		ssize_t r = fi_fetch_atomic(ep, page + ANSWER_OPERAND, 1, txdesc, page + ANSWER_RESULT, txdesc,
+					    peer, peer_word, peer_key, FI_UINT64, FI_SUM, &txctx);
+		if (r == 0) {
+			tx_posted++;
+			return 0;
+		}
+		if (r != -FI_EAGAIN || now_ns() > give_up)
+			return (int) r;
+		fi_cq_read(txcq, NULL, 0);
+	}
+}
+
+/* -F: wait for the counter to reach k, as next_rx does for a receive. */
+static int next_count(uint64_t k, int *timeouts, const char **why)
+{
+	for (;;) {
+		int ret = wait_rx(k);
+		if (ret == 0)
+			return 0;
+		if (ret != -FI_ETIMEDOUT) {
+			*why = "counter wait failed";
+			return -1;
+		}
+		if (++*timeouts >= MAX_TIMEOUTS) {
+			*why = "counter wait timed out 3 times";
+			return -1;
+		}
+	}
+}
+
 /* The parent's side of the round trips: up to iters, or until budget_ns has passed; the last
  * message it sends carries FLAG_LAST. Returns the round trips done; lat may be NULL. */
 static int pp_initiator(int iters, uint64_t budget_ns, double *lat, int *timeouts, const char **why)
@@ -489,11 +560,22 @@ static void sender(void)
 					   : idle_ms * 1000000L + (long) (rand_r(&seed) % 1000001);
 		struct timespec idle = { idle_ns / 1000000000L, idle_ns % 1000000000L };
 		nanosleep(&idle, NULL);
+		if (answers) {
+			/* the progress that answers the receiver's fetch, and when it began */
+			uint64_t t = now_ns();
+			struct fi_cq_entry e[8];
+			fi_cq_read(txcq, e, 8);
+			if (oob_send(&t, sizeof(t)))
+				return;
+			continue;
+		}
 		if ((ret = post_send_len(tx_posted + 1, 0, (size_t) wake_bytes))) {
 			fprintf(stderr, "sender: wake sample %d: send failed: %d(%s)\n", n, ret, fi_strerror(-ret));
 			return;
 		}
 	}
+	if (answers)
+		return;
 	/* pingpong: the parent's CMD_PP byte says it is ready */
 	char c;
 	if (oob_recv(&c, 1, (wait_ms + 1000) * (MAX_TIMEOUTS + 1)) || c != CMD_PP)
@@ -521,10 +603,27 @@ static void receiver(void)
 	double c0 = cpu_us();
 	uint64_t w0 = now_ns();
 	while (n < samples) {
+		uint64_t k = 0;
+		if (answers && post_fetch(&k)) {
+			why = "fi_fetch_atomic failed";
+			break;
+		}
 		char c = CMD_WAITING;
 		if (oob_send(&c, 1)) {
 			why = "sender gone";
 			break;
+		}
+		if (answers) {
+			uint64_t t0;
+			if (next_count(k, &timeouts, &why))
+				break;
+			uint64_t t1 = now_ns();
+			if (oob_recv(&t0, sizeof(t0), 10000)) {
+				why = "sender gone";
+				break;
+			}
+			lat[n++] = (double) (t1 - t0) / 1000.0;
+			continue;
 		}
 		if (next_rx(&timeouts, &why))
 			break;
@@ -546,6 +645,11 @@ static void receiver(void)
 	qsort(lat, n, sizeof(double), cmp_double);
 	printf("wake_us %.2f %.2f %.2f n=%d cpu_us=%.2f wall_s=%.2f timeouts=%d\n", lat[n / 2],
 	       lat[(int) (n * 0.99)], lat[n - 1], n, cpu / n, wall, timeouts);
+	if (answers) {
+		free(lat);
+		reap_tx(1);
+		return;
+	}
 
 	watchdog("pingpong", 10 + (unsigned) (pp_budget_ms / 1000), 1);
 	reap_tx(1);
@@ -671,7 +775,7 @@ int main(int argc, char **argv)
 {
 	int opt;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "p:w:n:i:S:P:a:A:N:T:D:I:m:Q")) != -1) {
+	while ((opt = getopt(argc, argv, "p:w:n:i:S:P:a:A:N:T:D:I:m:QF")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'w': wait_name = optarg; break;
@@ -687,6 +791,7 @@ int main(int argc, char **argv)
 		case 'I': idle_ms = atoi(optarg); break;
 		case 'm': wake_bytes = atoi(optarg); break;
 		case 'Q': quiet_sender = 1; break;
+		case 'F': answers = 1; break;
 		default:
 			fprintf(stderr, "usage: %s -p provider -w unspec|yield|fd [-n samples] "
 				"[-i pingpong iterations] [-S pingpong ms] [-P port] [-a addr] [-A sender addr] "

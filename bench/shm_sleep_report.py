@@ -162,6 +162,12 @@ def main():
                             reps, "quiet" in modes, f"quiet sender, {n} waiters {v}", missing)
              for n in qwaiters for v in qvariants + ["both"]}
 
+    # ---- 2c: answers (issue 48): the sender's domain never waits ("quiet") or waits ("waits")
+    asamples = max(int(meta.get("samples", "3")) // 3, 1)
+    answ = {(v, t): gather(raw, f"answers-{v}-{t}-{{r}}.txt", parse_wake, ("cpu_pct", "med", "p99"), reps,
+                           "answers" in modes, f"answers {v}, sender {t}", missing)
+            for v in qvariants for t in ("quiet", "waits")}
+
     # ---- 3: pingpongs
     pp = {}
     for prog in PROGRAMS:
@@ -295,6 +301,30 @@ def main():
                          f"{'–' if v == 'both' or d is None else f'{d:+.1f}'} |")
         L.append("")
 
+    if "answers" in modes:
+        L += ["## Answers: what the sender's progress makes (issue 48)", "",
+              f"`bench/bound_wake.c -F -w unspec`, {asamples} samples a run: the receiver posts a "
+              "fetching atomic (`FI_SUM` of 1 on a u64 the sender registered), tells the sender, and "
+              "sleeps in `fi_cntr_wait` on its counter (bound `FI_RECV | FI_READ`); the sender idles "
+              f"{meta.get('idle_ms', '20')} ms plus up to 1 ms without driving its endpoint, notes its "
+              "clock and reads its CQ (`FI_WAIT_NONE`) once: that progress answers. Wake latency: the "
+              "receiver's clock when its wait returned minus the sender's before that read. The "
+              "sender's domain never waits (`-Q`: its counter `FI_WAIT_NONE` too) or waits (its counter "
+              "`FI_WAIT_UNSPEC`, unused here). Medians over the runs; idle CPU: the receiver's "
+              "process, per sample.", "",
+              "| sender's domain | variant | idle CPU, % of a core | wake median µs | wake p99 µs |",
+              "|---|---|---:|---:|---:|"]
+        for t, who in (("quiet", "never waits"), ("waits", "waits, only reads its CQ")):
+            for v in qvariants:
+                w = answ[v, t]
+                name = 'rscntr as built' if v == 'bell' else 'rscntr at base'
+                if not w["runs"]:
+                    L.append(f"| {who} | {name} | no result in any run: the waits outlasted the run's "
+                             "budget (see the raw files) | | |")
+                    continue
+                L.append(f"| {who} | {name} | {fmt(w['cpu_pct'], 1)} | {fmt(w['med'])} | {fmt(w['p99'])} |")
+        L.append("")
+
     if "pp" in modes:
         L += ["## Pingpongs: the send path, and waits that sleep", "",
               f"fi_rdm_pingpong (its default completion method, spin: CQs without a wait object, "
@@ -425,6 +455,17 @@ def main():
                      f"{fmt(k)} µs); idle CPU {cb}{fmt(c, 1)} %{cb} (goal ≤ 1 %)"
                      + (f"; at base {fmt(base.get('med'))} µs ({tail} {fmt(base.get(tail))}), idle CPU "
                         f"{fmt(base.get('cpu_pct'), 1)} %" if base else ""))
+    if "answers" in modes and answ.get(("bell", "quiet"), {}).get("med") is not None:
+        k = kwake["med"]
+        for t, who in (("quiet", "whose domain never waits"), ("waits", "whose domain waits and only reads its CQ")):
+            w, base = answ["bell", t], answ.get(("base", t), {})
+            c = w.get("cpu_pct")
+            cb = "**" if c is not None and c > 1 else ""
+            Q.append(f"- answers from a sender {who} (bound_wake -F): wake median {fmt(w.get('med'))} µs "
+                     f"(p99 {fmt(w.get('p99'))}; one kernel wake: {fmt(k)} µs); idle CPU {cb}{fmt(c, 1)} %{cb}"
+                     + ("" if not base else f"; at base {fmt(base.get('med'))} µs (p99 {fmt(base.get('p99'))}), "
+                        f"idle CPU {fmt(base.get('cpu_pct'), 1)} %" if base.get("runs") else
+                        "; at base no run finished (its waits outlasted the run's budget)"))
     if "pp" in modes and "base" in variants:
         for prog, who in (("fi_rdm_pingpong", "no side waits (spin: CQs without a wait object)"),
                           ("fi_rdm_cntr_pingpong", "both sides wait (sread: counters with FI_WAIT_UNSPEC)")):

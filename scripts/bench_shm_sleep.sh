@@ -16,6 +16,10 @@
 #      (the sender's counter FI_WAIT_NONE) and growth -m waiters without -R (the sender's CQ
 #      FI_WAIT_NONE), with 1, 32 and 64 waiters (-q), rscntr as built ("bell") and at -b REV
 #      ("base"), beside both sides waiting (the wake part's bell run; growth -R, "both");
+# 2c.  (issue 48) answers (mode "answers"): bound_wake -F, the receiver asleep on its counter for a
+#      fetching atomic's answer, made by the sender's one CQ read after its idle time, the sender's
+#      domain never waiting (-Q, "quiet") or waiting ("waits"); rscntr as built ("bell") and at
+#      -b REV ("base"); a third of -n samples;
 # 3.   fi_rdm_pingpong (spin: nobody armed, the send path) and fi_rdm_cntr_pingpong (its default
 #      sread: fi_cntr_wait, which arms and sleeps when the peer is late), 8 B and 64 KiB: median
 #      usec/xfer, ratios bell/nobell (and bell/base, bell/shm);
@@ -40,7 +44,7 @@
 #       pair (40000)
 #   -p  pair counts (default "1 2 4 8"); -T the bound on one oversubscribed configuration (30 s:
 #       a configuration that overruns it is reported as timed out, with the pairs that finished)
-#   -m  parts (default "wake waiters quiet pp over"; a subset writes its report into the raw dir
+#   -m  parts (default "wake waiters quiet answers pp over"; a subset writes its report into the raw dir
 #       only)
 #   -b  also rscntr built at revision REV, as "base"
 #   -o  raw results into OUT_DIR (default .deps/bench/<date>-shm-sleep)
@@ -52,7 +56,7 @@ cd "$ROOT"
 SMOKE=0
 if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
 REPS=5 PP_REPS=7 SAMPLES=300 IDLE=20 PP_ITERS=100000 OVER_ITERS=40000 PAIRS="1 2 4 8" OVER_T=30
-BASE="" OUT="" MODES="wake waiters quiet pp over" WAITERS="8 32" WSAMPLES=30 QWAITERS="1 32 64"
+BASE="" OUT="" MODES="wake waiters quiet answers pp over" WAITERS="8 32" WSAMPLES=30 QWAITERS="1 32 64"
 [ $SMOKE = 1 ] && REPS=1 PP_REPS=1 SAMPLES=5 IDLE=5 PP_ITERS=200 OVER_ITERS=500 PAIRS="1 2" \
     WAITERS=2 WSAMPLES=3 QWAITERS="1 2"
 while getopts "r:R:n:I:i:O:p:T:w:q:m:b:o:" opt; do
@@ -196,6 +200,24 @@ has quiet && for rep in $(seq 1 "$REPS"); do
     done
 done
 
+# ---- 2c: answers (issue 48) -------------------------------------------------------------------
+# bound_wake -F: what the receiver waits for is made by the sender's progress (its CQ read), not
+# sent; at base a sender whose domain waits rang nobody (the receiver slept until its bound).
+ASAMPLES=$((SAMPLES / 3 > 0 ? SAMPLES / 3 : 1))
+ANS_D=$((35 + ASAMPLES * (IDLE + 3) / 1000))
+has answers && for rep in $(seq 1 "$REPS"); do
+    for v in $(rotate "$rep" $QVARIANTS); do
+        for t in quiet waits; do
+            f=$OUT/answers-$v-$t-$rep.txt
+            q=() && [ $t = quiet ] && q=(-Q)
+            as "$v" timeout -k 5 $((ANS_D + 15)) "$NS" target/bound_wake -p rscntr -w unspec -F "${q[@]}" \
+                -n "$ASAMPLES" -I "$IDLE" -D "$ANS_D" > "$f" 2> "$f.err" || echo "exit $?" >> "$f"
+            [ -s "$f.err" ] || rm -f "$f.err"
+            echo "[shm-sleep] answers rep $rep $v, sender $t: $(grep -h '^wake_us\|^noresult\|^exit\|^error' "$f" | head -1)"
+        done
+    done
+done
+
 # ---- 3: pingpongs ----------------------------------------------------------------------------
 # Inside a pair's namespace: the server is ready once its shm region is in the (private, empty
 # until then) /dev/shm (not rscntr's doorbell, rscntr_bell_*); a client that fails takes its
@@ -271,7 +293,7 @@ echo "seconds $((SECONDS - t0))" >> "$OUT/meta.txt"
 echo "[shm-sleep] raw results in $OUT ($((SECONDS - t0)) s)"
 if [ $SMOKE = 1 ]; then
     python3 bench/shm_sleep_report.py --check "$OUT" "$OUT"
-elif [ "$MODES" != "wake waiters quiet pp over" ]; then
+elif [ "$MODES" != "wake waiters quiet answers pp over" ]; then
     python3 bench/shm_sleep_report.py "$OUT" "$OUT"
     echo "[shm-sleep] some parts only: docs/ untouched"
 else
