@@ -690,7 +690,7 @@ unsafe fn publish_bell(
     if !home.waits_seen.load(std::sync::atomic::Ordering::Acquire) {
         waits.without_bell();
         // SAFETY: caller's contract.
-        return (None, unsafe { EpBell::publish_ringer(ep, &home.peers) });
+        return (None, unsafe { EpBell::publish_ringer(ep, &home.answers) });
     }
     let Ok(blocker) = waits.bell_blocker() else {
         return (None, None);
@@ -750,7 +750,7 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
                     // waited then.
                     let mut below = b.bell.lock();
                     // SAFETY: as above.
-                    let published = below.as_mut().is_some_and(|e| unsafe { e.published(fid.cast(), hints) });
+                    let published = below.as_mut().is_some_and(|e| unsafe { e.published(fid.cast(), hints, &home.answers) });
                     if !published {
                         let why = if below.as_ref().is_some_and(EpBell::has_bell) { "without a published doorbell" } else { "opened before the domain waited" };
                         match home.bell.lock().as_ref() {

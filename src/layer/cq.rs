@@ -72,7 +72,7 @@ pub unsafe fn open(
     let ret = unsafe { open_with_wait(orig, domain, attr, cq, context, home) };
     if ret == 0 && home.plan == Plan::Bell {
         // SAFETY: just opened (the core wrote it), not handed to the application yet.
-        unsafe { ring_cq::patch(*cq, home.peers.clone()) };
+        unsafe { ring_cq::patch(*cq, home.answers.clone()) };
     }
     ret
 }

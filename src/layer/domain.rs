@@ -144,6 +144,8 @@ pub unsafe fn patch(
     // domains.
     cntr::hw::state();
     let core = fabric.core.to_string_lossy();
+    let peers = std::sync::Arc::new(wait::peers::DomainPeers::default());
+    let answers = std::sync::Arc::new(wait::answers::DomainAnswers::new(peers.clone()));
     // SAFETY: the core's domain is valid.
     unsafe {
         let d = &mut *dom;
@@ -169,7 +171,8 @@ pub unsafe fn patch(
                 cq_open: (*d.ops).cq_open.unwrap_or(no_core_cq_open),
                 progress: parking_lot::Mutex::new(None),
                 bell: parking_lot::Mutex::new(None),
-                peers: Default::default(),
+                peers,
+                answers,
                 // rscntr's progress thread waits on the domain's behalf.
                 waits_seen: std::sync::atomic::AtomicBool::new(auto_progress),
                 unbelled: std::sync::atomic::AtomicBool::new(false),

@@ -4,6 +4,7 @@
 use super::progress::{self, DrivenDomain};
 use super::rma_event::RmaEvents;
 use super::trigger::Deferred;
+use super::wait::answers::DomainAnswers;
 use super::wait::bell::BellBlocker;
 use super::wait::peers::DomainPeers;
 use super::wait::{CntrOpenFn, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set};
@@ -39,6 +40,9 @@ pub struct CoreHome {
     /// The peers the domain's endpoints have mapped over shm (`wait/peers.rs`): rung by
     /// whoever completes work toward them, whether this domain waits or not.
     pub peers: Arc<DomainPeers>,
+    /// What the domain's progress answers its peers over shm (`wait/answers.rs`), whether this
+    /// domain waits or not.
+    pub answers: Arc<DomainAnswers>,
     /// A counter or CQ with a wait object was opened in the domain: its endpoints enabled from
     /// now on publish a doorbell and ring their peers' (`wait/ring.rs`).
     pub waits_seen: std::sync::atomic::AtomicBool,
@@ -127,6 +131,7 @@ impl CoreHome {
             closing: &self.deferred.closing,
             bell: &self.bell,
             peers: &self.peers,
+            answers: &self.answers,
             unbelled: &self.unbelled,
             fd_held_plainly: &self.fd_held_plainly,
         }

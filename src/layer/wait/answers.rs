@@ -10,30 +10,29 @@
 //! whose domain waits, after the core accepted such an operation toward it, marks in its own
 //! bell's page which of its feeds wait for answers (`answer_hints`, `answer_slots`: the counters
 //! bound to the asking endpoint), lists itself once in the target's page (its pid and its bell
-//! page's descriptor) and counts the operation there (`asked`). The target loads that count
-//! before each progress call (its CQs' reads, `ring_cq.rs`; a waiter's pull, `bell.rs` and
-//! `feed.rs`) and, when the count it loaded differs from the last one it answered, rings every
-//! listed asker after the call: the asker's armed word with those hints, and those slot waiters
-//! only. What was counted before the call was in the target's queue before its progress ran;
-//! what came during the call is rung after the next one.
+//! page's descriptor) and counts the operation there: its own count, then the page's sum
+//! (`asked`). The target loads the sum before each progress call (its CQs' reads, `ring_cq.rs`;
+//! counter reads and a waiter's pull, `bell.rs` and `feed.rs`); when it differs from the last
+//! one answered, it takes the askers' counts too, before the call, and after it rings each asker
+//! whose count grew since it was last rung: its armed word with those hints, and those slot
+//! waiters only. What was counted before the call was in the target's queue before its progress
+//! ran; what came during the call is rung after the next one.
 //!
-//! A target that answers nobody pays one load per CQ read. A ring is per count seen, not per
-//! poll: a ring back after every CQ read (tried, issue 48) woke every armed waiter of every
-//! mapped peer on every poll. An answer that takes more than one of the target's progress calls
+//! A target that answers nobody pays one load per CQ read. A ring is per asker and per count
+//! seen, not per poll: a ring back after every CQ read (tried, issue 48) woke every armed waiter
+//! of every mapped peer on every poll. An answer that takes more than one of the target's progress calls
 //! (a long send whose receive is not posted yet; SAR copies where CMA is not allowed) may be rung
 //! before it is made: the asker then sleeps until its bound, and its domain falls back to
 //! re-checking (`BellBlocker::unrung_arrival`), as it did before for every answer.
 
-use super::bell::BellBlocker;
-use super::bell_files::{ASKERS, AnswersPage, Mutex, PAGE, answers_page, asker_key};
+use super::bell_files::{ASKERS, AnswersPage, Mutex, PAGE, answers_page};
 use super::peers::{DomainPeers, PeerBell, map_bell};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, OnceLock};
 
-/// What [`PeerBell::listed`] says (0: not asked yet).
-const LISTED: u8 = 1;
-/// The peer's list was full, or it has no answers page: this domain's waits re-check.
-const REFUSED: u8 = 2;
+/// [`PeerBell::listed`] when this domain could not be listed (no answers page, or a full list).
+const REFUSED: u32 = u32::MAX;
 
 /// Why a domain's waits fall back when it cannot ask a peer to ring its answers.
 pub(super) const NOT_LISTED: &str = "a peer whose answers page is full or missing, answering a read, a fetching atomic or a \
@@ -43,10 +42,24 @@ pub(super) const NOT_LISTED: &str = "a peer whose answers page is full or missin
 pub struct AnswerDesk {
     memfd: OwnedFd,
     page: *mut AnswersPage,
-    /// The count of `asked` last rung for.
+    /// The page's sum when it was last taken for answering (see [`AnswerDesk::asked`]).
     answered: AtomicU32,
-    /// The askers mapped so far, by key (None: a key that did not check out).
-    askers: Mutex<Vec<(u64, Option<Box<PeerBell>>)>>,
+    /// The askers by their index in the page: each mapped once (None: a key that did not check
+    /// out), and the count it was last rung for.
+    askers: Mutex<Vec<Asker>>,
+}
+
+struct Asker {
+    key: u64,
+    bell: Option<Box<PeerBell>>,
+    rung: u32,
+}
+
+/// What the askers had asked before a progress call (see [`AnswerDesk::asked`]): the page's
+/// sum, and each listed asker's count, from the front of the list.
+pub struct Asked {
+    sum: u32,
+    counts: Vec<u32>,
 }
 
 // SAFETY: the page is a shared mapping touched through its atomics only; the rest is Sync.
@@ -77,64 +90,101 @@ impl AnswerDesk {
         unsafe { &*self.page }
     }
 
-    /// Rings every listed asker once `before` (the count loaded before a progress call) is
-    /// past what was last rung for; one thread rings for each new count.
+    /// Before a progress call: None (one load) while the askers' sum is the one last answered;
+    /// otherwise what each asker had asked, for [`Self::answered`] after the call.
+    #[inline]
+    pub(super) fn asked(&self) -> Option<Box<Asked>> {
+        let sum = self.page().asked.load(SeqCst);
+        if sum == self.answered.load(Relaxed) {
+            return None;
+        }
+        self.take_counts(sum)
+    }
+
     #[cold]
-    fn answer_past(&self, before: u32, peers: &DomainPeers) {
+    fn take_counts(&self, sum: u32) -> Option<Box<Asked>> {
+        let page = self.page();
+        let listed = page
+            .askers
+            .iter()
+            .position(|k| k.load(SeqCst) == 0)
+            .unwrap_or(ASKERS);
+        let counts = page.counts[..listed]
+            .iter()
+            .map(|c| c.load(SeqCst))
+            .collect();
+        Some(Box::new(Asked { sum, counts }))
+    }
+
+    /// After a progress call: rings each asker whose count in `asked` (taken before the call)
+    /// is past the one it was last rung for. `peers`: the domain's.
+    #[inline]
+    pub(super) fn answered(&self, asked: Option<Box<Asked>>, peers: &DomainPeers) {
+        if let Some(asked) = asked {
+            self.answer(&asked, peers);
+        }
+    }
+
+    #[cold]
+    fn answer(&self, asked: &Asked, peers: &DomainPeers) {
+        let newer = |a: u32, b: u32| (a.wrapping_sub(b) as i32) > 0;
         let mut last = self.answered.load(SeqCst);
-        loop {
-            // Counts wrap: `before` is newer when it is ahead by less than half the range.
-            if (before.wrapping_sub(last) as i32) <= 0 {
-                return;
-            }
-            match self.answered.compare_exchange(last, before, SeqCst, SeqCst) {
+        while newer(asked.sum, last) {
+            match self
+                .answered
+                .compare_exchange(last, asked.sum, SeqCst, SeqCst)
+            {
                 Ok(_) => break,
                 Err(now) => last = now,
             }
         }
+        let page = self.page();
         let mut askers = self.askers.lock();
-        for slot in &self.page().askers {
-            let key = slot.load(SeqCst);
-            if key == 0 {
-                break;
+        for (i, &count) in asked.counts.iter().enumerate() {
+            let key = page.askers[i].load(SeqCst);
+            if askers.len() <= i {
+                askers.push(Asker {
+                    key: 0,
+                    bell: None,
+                    rung: 0,
+                });
             }
-            let known = askers.iter().position(|(k, _)| *k == key);
-            let at = match known {
-                Some(at) => at,
-                None => {
-                    let shown = format!("asker {key:#x}");
-                    let bell = map_bell((key >> 32) as u32, key as u32 as i32, 0, &shown)
-                        .filter(|b| !peers.is_own(b))
-                        .map(Box::new);
-                    askers.push((key, bell));
-                    askers.len() - 1
+            let a = &mut askers[i];
+            if a.key != key {
+                // A new asker (or garbage where one was): mapped once per key.
+                let shown = format!("asker {key:#x}");
+                a.bell = map_bell((key >> 32) as u32, key as u32 as i32, 0, &shown)
+                    .filter(|b| !peers.is_own(b))
+                    .map(Box::new);
+                a.key = key;
+                a.rung = 0;
+            }
+            if newer(count, a.rung) {
+                a.rung = count;
+                if let Some(b) = &a.bell {
+                    b.ring_answered();
                 }
-            };
-            if let Some(b) = &askers[at].1 {
-                b.ring_answered();
             }
         }
     }
 }
 
-impl AnswerDesk {
-    /// Before a progress call: the count of operations asked of this domain (one load).
-    #[inline]
-    pub(super) fn asked(&self) -> u32 {
-        self.page().asked.load(SeqCst)
-    }
-
-    /// After a progress call: rings the askers when `before` (from [`Self::asked`] before the
-    /// call) is a count not answered yet; one load otherwise. `peers`: the domain's.
-    #[inline]
-    pub(super) fn answered(&self, before: u32, peers: &DomainPeers) {
-        if self.answered.load(Relaxed) != before {
-            self.answer_past(before, peers);
-        }
-    }
+/// A domain's answers over shm: its answers page, made at the first use (the first name record
+/// of one of its endpoints, or its first CQ), and the peers whose bells it knows (its own is
+/// never rung). Every rscntr(shm) domain has one, whether it waits or not.
+pub struct DomainAnswers {
+    peers: Arc<DomainPeers>,
+    desk: OnceLock<Option<AnswerDesk>>,
 }
 
-impl DomainPeers {
+impl DomainAnswers {
+    pub fn new(peers: Arc<DomainPeers>) -> DomainAnswers {
+        DomainAnswers {
+            peers,
+            desk: OnceLock::new(),
+        }
+    }
+
     /// The domain's answers page, made at the first call (None when it cannot be, logged once:
     /// its peers' waits then re-check for its answers).
     pub(super) fn desk(&self) -> Option<&AnswerDesk> {
@@ -149,62 +199,71 @@ impl DomainPeers {
             .as_ref()
     }
 
+    /// The domain's peers (its own bell among them, never rung).
+    pub(super) fn peers(&self) -> &DomainPeers {
+        &self.peers
+    }
+
     /// The domain's answers page's descriptor, for its name records (-1: none).
-    pub fn answers_fd(&self) -> RawFd {
+    pub fn fd(&self) -> RawFd {
         self.desk().map_or(-1, |d| d.memfd.as_raw_fd())
     }
 
-    /// Before a progress call: the count of operations asked of this domain (one load).
+    /// Before a progress call: what peers asked this domain, if anything is new (one load
+    /// otherwise; see [`AnswerDesk::asked`]).
     #[inline]
-    pub fn asked(&self) -> u32 {
+    pub fn asked(&self) -> Option<Box<Asked>> {
         match self.desk.get() {
             Some(Some(d)) => d.asked(),
-            _ => 0,
+            _ => None,
         }
     }
 
-    /// After a progress call: rings the askers when `before` (from [`Self::asked`] before the
-    /// call) is a count not answered yet; one load otherwise.
+    /// After a progress call: rings the askers whose counts in `asked` are new.
     #[inline]
-    pub fn answered(&self, before: u32) {
+    pub fn answered(&self, asked: Option<Box<Asked>>) {
         if let Some(Some(d)) = self.desk.get() {
-            d.answered(before, self);
+            d.answered(asked, &self.peers);
         }
     }
 }
 
 impl PeerBell {
     /// After the core accepted an operation toward this peer that only its progress answers:
-    /// lists `bell`'s domain in the peer's answers page (once) and counts the operation there.
-    /// False when the peer cannot ring the answer (no answers page, or its list is full).
-    pub(super) fn ask(&self, bell: &BellBlocker) -> bool {
+    /// lists the asking domain (`asker`, see [`asker_key`]) in the peer's answers page (once) and
+    /// counts the operation there,
+    /// its own count first, then the page's sum. False when the peer cannot ring the answer (no
+    /// answers page, or its list is full).
+    pub(super) fn ask(&self, asker: u64) -> bool {
         // SAFETY: mapped as long as self lives (NULL when the peer has none).
         let Some(page) = (unsafe { self.answers.as_ref() }) else {
             return false;
         };
-        match self.listed.load(Relaxed) {
-            LISTED => {}
+        let at = match self.listed.load(Relaxed) {
             REFUSED => return false,
-            _ => {
-                let listed = list(page, asker_key(std::process::id(), bell.page_fd()));
+            0 => {
+                let at = list(page, asker);
                 self.listed
-                    .store(if listed { LISTED } else { REFUSED }, SeqCst);
-                if !listed {
-                    return false;
+                    .store(at.map_or(REFUSED, |i| i as u32 + 1), SeqCst);
+                match at {
+                    Some(i) => i,
+                    None => return false,
                 }
             }
-        }
+            i => i as usize - 1,
+        };
+        page.counts[at].fetch_add(1, SeqCst);
         page.asked.fetch_add(1, SeqCst);
         true
     }
 }
 
-/// Puts `key` in the first free entry of `page`'s askers, unless it is there already.
-fn list(page: &AnswersPage, key: u64) -> bool {
-    for slot in &page.askers {
+/// Puts `key` in the first free entry of `page`'s askers, unless it is there already: its index.
+fn list(page: &AnswersPage, key: u64) -> Option<usize> {
+    for (i, slot) in page.askers.iter().enumerate() {
         match slot.compare_exchange(0, key, SeqCst, SeqCst) {
-            Ok(_) => return true,
-            Err(k) if k == key => return true,
+            Ok(_) => return Some(i),
+            Err(k) if k == key => return Some(i),
             Err(_) => {}
         }
     }
@@ -213,41 +272,49 @@ fn list(page: &AnswersPage, key: u64) -> bool {
         "a peer's answers page lists {ASKERS} askers already: this domain's waits re-check for \
          its answers"
     );
-    false
+    None
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
-    /// An asker lists itself once, a full list refuses, and a count is rung for once: a count
-    /// loaded before a progress call is answered after it, and not again.
+    /// An asker lists itself once, a full list refuses; counts taken before a progress call are
+    /// answered after it, each asker's once, and nothing is taken while the sum is unchanged.
     #[test]
     fn asked_counts_are_answered_once() {
-        let peers = DomainPeers::default();
-        assert_eq!(peers.asked(), 0, "no page yet: nothing asked");
-        assert!(peers.answers_fd() >= 0);
+        let peers = DomainAnswers::new(Arc::new(DomainPeers::default()));
+        assert!(peers.asked().is_none(), "no page yet: nothing asked");
+        assert!(peers.fd() >= 0);
         let d = peers.desk.get().unwrap().as_ref().unwrap();
         let page = d.page();
-        assert!(list(page, 7 << 32 | 3));
-        assert!(list(page, 7 << 32 | 3), "listed already");
-        assert_eq!(page.askers[1].load(SeqCst), 0, "once");
+        assert_eq!(list(page, 7 << 32 | 3), Some(0));
+        assert_eq!(list(page, 7 << 32 | 3), Some(0), "listed already");
+        assert_eq!(list(page, 7 << 32 | 4), Some(1));
+        assert!(peers.asked().is_none(), "listed, nothing asked");
+        page.counts[1].fetch_add(1, SeqCst);
         page.asked.fetch_add(1, SeqCst);
-        let before = peers.asked();
-        assert_eq!(before, 1);
-        peers.answered(before);
+        let asked = peers.asked().expect("a new sum");
+        assert_eq!((asked.sum, asked.counts.clone()), (1, vec![0, 1]));
+        peers.answered(Some(asked));
         assert_eq!(d.answered.load(SeqCst), 1);
-        assert_eq!(
-            d.askers.lock().len(),
-            1,
-            "the asker was looked at (its key names no page: not mapped)"
-        );
-        assert!(d.askers.lock()[0].1.is_none());
-        peers.answered(0);
-        assert_eq!(d.answered.load(SeqCst), 1, "an older count rings nothing");
-        for k in 1..ASKERS as u64 {
-            assert!(list(page, 8 << 32 | k));
+        {
+            let askers = d.askers.lock();
+            assert_eq!(askers.len(), 2);
+            assert_eq!(
+                (askers[0].rung, askers[1].rung),
+                (0, 1),
+                "only the one that asked"
+            );
+            assert!(
+                askers[1].bell.is_none(),
+                "its key names no page: not mapped"
+            );
         }
-        assert!(!list(page, 9 << 32 | 1), "full");
+        assert!(peers.asked().is_none(), "answered: one load again");
+        for k in 2..ASKERS as u64 {
+            assert!(list(page, 8 << 32 | k).is_some());
+        }
+        assert_eq!(list(page, 9 << 32 | 1), None, "full");
     }
 }

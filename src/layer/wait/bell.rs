@@ -59,6 +59,7 @@
 //!   page but the words it swaps (armed, ringer's CPU, hints, slots): a peer writing garbage makes
 //!   spurious rings or missed ones (bounded above), or progress calls on the wrong counter.
 
+use super::answers::{Asked, DomainAnswers};
 use super::bell_files::{
     HINT_ALL, HINT_SLOTS, Hints, Mutex, PAGE, Page, join_hints, last_error, shared_page,
     slot_bits_of, split_hints, wake_socket,
@@ -125,6 +126,8 @@ pub struct BellBlocker {
     /// The peers the domain's endpoints have mapped, rung after a waiter's pull when armed
     /// (the domain's, which it has whether it waits or not).
     peers: std::sync::Arc<DomainPeers>,
+    /// What the domain's progress answers its peers (see `answers.rs`).
+    answers: std::sync::Arc<DomainAnswers>,
     room: std::sync::Arc<Room>,
 }
 
@@ -155,6 +158,7 @@ impl BellBlocker {
     pub fn new(
         room: std::sync::Arc<Room>,
         peers: std::sync::Arc<DomainPeers>,
+        answers: std::sync::Arc<DomainAnswers>,
     ) -> Result<BellBlocker, c_int> {
         let socket = wake_socket().map_err(|e| {
             fi_warn!(Domain, "cannot make the doorbell's wake socket: {e}");
@@ -187,6 +191,7 @@ impl BellBlocker {
             said_fallback: AtomicBool::new(false),
             feeds: Mutex::new(Feeds::default()),
             peers,
+            answers,
             room,
         })
     }
@@ -247,9 +252,9 @@ impl BellBlocker {
         if hints & HINT_ALL != 0 {
             self.pull_domain();
         } else {
-            let asked = self.peers.asked();
+            let asked = self.answers.asked();
             self.progress_slots(hints);
-            self.peers.answered(asked);
+            self.answers.answered(asked);
             self.ring_back();
         }
         true
@@ -323,7 +328,7 @@ impl BellBlocker {
     /// the feeds of the counters bound to the endpoint (see [`Self::add_feed`]), which a peer
     /// that rings after an operation toward the endpoint sets in the page.
     pub fn publish(&self, addr: &[u8], hints: Hints) -> Result<NameFile, c_int> {
-        let answers = self.peers.answers_fd();
+        let answers = self.answers.fd();
         NameFile::create(addr, self.memfd.as_raw_fd(), answers, hints).map_err(|e| {
             fi_warn!(EpCtrl, "cannot publish the endpoint's doorbell: {e}");
             err::EOTHER
@@ -332,8 +337,8 @@ impl BellBlocker {
 
     /// The page's descriptor (what a name record holds; how this domain lists itself as an
     /// asker, see `answers.rs`).
-    pub(super) fn page_fd(&self) -> std::os::fd::RawFd {
-        self.memfd.as_raw_fd()
+    pub(super) fn asker_key(&self) -> u64 {
+        super::bell_files::asker_key(std::process::id(), self.memfd.as_raw_fd())
     }
 
     /// Before an endpoint of the domain asks a peer something only the peer's progress answers:
@@ -464,7 +469,7 @@ impl BellBlocker {
     /// its own), then a ring to each mapped peer that is armed (what the progress answered may
     /// be what it waits for).
     pub fn pull_domain(&self) {
-        let asked = self.peers.asked();
+        let asked = self.answers.asked();
         {
             let feeds = self.feeds.lock();
             for f in feeds.iter() {
@@ -472,19 +477,19 @@ impl BellBlocker {
                 unsafe { &**f }.progress_only();
             }
         }
-        self.peers.answered(asked);
+        self.answers.answered(asked);
         self.ring_back();
     }
 
-    /// Before a pull of the domain's progress: the count of what peers asked it (see
+    /// Before a pull of the domain's progress: what peers asked it, if anything is new (see
     /// `answers.rs`), for [`Self::answered`] after.
-    pub fn asked(&self) -> u32 {
-        self.peers.asked()
+    pub fn asked(&self) -> Option<Box<Asked>> {
+        self.answers.asked()
     }
 
     /// After a pull: rings the peers that asked what it may have answered (see `answers.rs`).
-    pub fn answered(&self, asked: u32) {
-        self.peers.answered(asked);
+    pub fn answered(&self, asked: Option<Box<Asked>>) {
+        self.answers.answered(asked);
     }
 
     /// Rings each peer the domain's endpoints have mapped that is armed (see
@@ -861,8 +866,10 @@ mod tests {
     /// else; the domain's other feeds wait for the next arming's pull.
     #[test]
     fn a_ring_progresses_the_hinted_feed_in_the_woken_thread() {
+        let peers: std::sync::Arc<DomainPeers> = Default::default();
+        let answers = std::sync::Arc::new(DomainAnswers::new(peers.clone()));
         let bell =
-            BellBlocker::new(std::sync::Arc::new(Room::new()), Default::default()).expect("a bell");
+            BellBlocker::new(std::sync::Arc::new(Room::new()), peers, answers).expect("a bell");
         let feeds = [Counted::default(), Counted::default()];
         let ptrs = feeds
             .each_ref()

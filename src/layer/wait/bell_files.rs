@@ -90,6 +90,8 @@ pub(super) struct AnswersPage {
     /// The askers: `pid << 32 | bell page fd` (see [`asker_key`]), filled from the front, 0
     /// after the last.
     pub(super) askers: [std::sync::atomic::AtomicU64; ASKERS],
+    /// What each asker asked, counted by it before `asked` (which sums them).
+    pub(super) counts: [std::sync::atomic::AtomicU32; ASKERS],
 }
 
 const _: () = assert!(std::mem::size_of::<Page>() <= PAGE);

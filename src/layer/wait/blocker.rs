@@ -14,6 +14,7 @@
 //! event or by rscntr's interrupt (an eventfd beside the core's fd, or an increment of the
 //! core counter).
 
+use super::answers::DomainAnswers;
 use super::bell::BellBlocker;
 use super::peers::DomainPeers;
 use crate::boundary::ffi::{self, err};
@@ -179,6 +180,8 @@ pub struct CoreWaits<'a> {
     pub bell: &'a parking_lot::Mutex<Option<std::sync::Arc<BellBlocker>>>,
     /// The peers the domain's endpoints ring over shm, whether the domain waits or not.
     pub peers: &'a std::sync::Arc<DomainPeers>,
+    /// What the domain's progress answers its peers over shm (`answers.rs`).
+    pub answers: &'a std::sync::Arc<DomainAnswers>,
     /// An endpoint of the domain was enabled without a doorbell (before the domain waited).
     pub unbelled: &'a AtomicBool,
     /// An FD counter's epoll set holds the core's fd plainly ([`CoreBlocker::hold_in`]).
@@ -194,7 +197,11 @@ impl CoreWaits<'_> {
         if let Some(b) = &*bell {
             return Ok(b.clone());
         }
-        let b = std::sync::Arc::new(BellBlocker::new(self.room.clone(), self.peers.clone())?);
+        let b = std::sync::Arc::new(BellBlocker::new(
+            self.room.clone(),
+            self.peers.clone(),
+            self.answers.clone(),
+        )?);
         if self.unbelled.load(SeqCst) {
             b.fall_back(UNBELLED);
         }

@@ -78,7 +78,7 @@ pub struct CoreFeed {
     bound_late_to_bell: AtomicBool,
     /// Over shm, the domain's peers: a read that drives the core rings those that asked it
     /// for answers (`answers.rs`).
-    answering: Option<Arc<super::peers::DomainPeers>>,
+    answering: Option<Arc<super::answers::DomainAnswers>>,
 }
 
 /// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.
@@ -242,7 +242,7 @@ fn new_feed(
         reads,
         slot_sleep,
         bound_late_to_bell: AtomicBool::new(false),
-        answering: (core.plan == Plan::Bell).then(|| core.peers.clone()),
+        answering: (core.plan == Plan::Bell).then(|| core.answers.clone()),
     });
     // SAFETY: boxed, the feed does not move.
     unsafe { feed.join_bell() };

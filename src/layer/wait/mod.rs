@@ -15,7 +15,7 @@
 //!   what only that progress answers (`answers.rs`; around CQ reads, `ring_cq.rs`);
 //! - `registry.rs`: records found by fid where another patch's table is in front.
 
-mod answers;
+pub mod answers;
 pub mod bell;
 mod bell_files;
 mod blocker;

@@ -25,8 +25,9 @@ pub struct PeerBell {
     page: *mut Page,
     /// The peer's domain's answers page (NULL: none, or it did not check out).
     pub(super) answers: *mut AnswersPage,
-    /// Whether this domain is listed in `answers` (see [`PeerBell::ask`]).
-    pub(super) listed: std::sync::atomic::AtomicU8,
+    /// Where this domain is listed in `answers`: 0 not yet, its index + 1, or `u32::MAX` when it
+    /// could not be (see [`PeerBell::ask`]).
+    pub(super) listed: std::sync::atomic::AtomicU32,
     addr: libc::sockaddr_un,
     addr_len: libc::socklen_t,
     /// What to set in the page's `hints` when ringing (from the peer's name record).
@@ -328,7 +329,7 @@ pub(super) fn map_bell(pid: u32, fd: i32, hints: Hints, shown: &str) -> Option<P
     Some(PeerBell {
         page,
         answers: std::ptr::null_mut(),
-        listed: std::sync::atomic::AtomicU8::new(0),
+        listed: std::sync::atomic::AtomicU32::new(0),
         addr: sa,
         addr_len: (std::mem::size_of::<libc::sa_family_t>() + len) as libc::socklen_t,
         hints,
@@ -345,7 +346,7 @@ impl PeerBell {
         PeerBell {
             page: std::ptr::null_mut(),
             answers,
-            listed: std::sync::atomic::AtomicU8::new(0),
+            listed: std::sync::atomic::AtomicU32::new(0),
             addr,
             addr_len: 0,
             hints: 0,
@@ -530,8 +531,6 @@ pub struct DomainPeers {
     ring_list_len: std::sync::atomic::AtomicUsize,
     /// The (device, inode) of the domain's own bell's page, once it has a bell.
     own: std::sync::OnceLock<(u64, u64)>,
-    /// The domain's answers page, made when its first endpoint publishes (see `answers.rs`).
-    pub(super) desk: std::sync::OnceLock<Option<super::answers::AnswerDesk>>,
 }
 
 impl Default for DomainPeers {
@@ -541,7 +540,6 @@ impl Default for DomainPeers {
             ring_list: [const { AtomicPtr::new(std::ptr::null_mut()) }; RING_LIST],
             ring_list_len: std::sync::atomic::AtomicUsize::new(0),
             own: std::sync::OnceLock::new(),
-            desk: std::sync::OnceLock::new(),
         }
     }
 }

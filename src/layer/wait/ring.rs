@@ -16,6 +16,7 @@
 //! an endpoint of a domain that waits, also asks the peer to ring when it has answered
 //! (`answers.rs`): the answer is made inside the peer's own calls, which send nothing here.
 
+use super::answers::DomainAnswers;
 use super::bell::BellBlocker;
 use super::peers::{DomainPeers, Looked, PeerBell, PeerTable};
 use super::registry::Registry;
@@ -243,7 +244,7 @@ impl RingEp {
     #[cold]
     fn ask(&self, bell: &BellBlocker, peer: Option<&PeerBell>) {
         bell.wants_answers(self.hints());
-        if !peer.is_some_and(|p| p.ask(bell)) && !bell.falls_back() {
+        if !peer.is_some_and(|p| p.ask(bell.asker_key())) && !bell.falls_back() {
             bell.fall_back(super::answers::NOT_LISTED);
         }
     }
@@ -468,11 +469,11 @@ impl EpBell {
     /// `ep` is an open core endpoint.
     pub unsafe fn publish_ringer(
         ep: *mut ofi::fid_ep,
-        domain: &DomainPeers,
+        answers: &DomainAnswers,
     ) -> Option<super::bell::NameFile> {
         // SAFETY: caller's contract.
         let name = unsafe { ep_name(ep) }?;
-        super::bell::NameFile::create(&name, super::bell_files::NO_PAGE, domain.answers_fd(), 0)
+        super::bell::NameFile::create(&name, super::bell_files::NO_PAGE, answers.fd(), 0)
             .inspect_err(|e| {
                 crate::fi_info!(EpCtrl, "cannot publish the endpoint's ringer record: {e}")
             })
@@ -525,11 +526,16 @@ impl EpBell {
     ///
     /// # Safety
     /// `ep` is the endpoint, about to be enabled.
-    pub unsafe fn published(&mut self, ep: *mut ofi::fid_ep, hints: u128) -> bool {
+    pub unsafe fn published(
+        &mut self,
+        ep: *mut ofi::fid_ep,
+        hints: u128,
+        answers: &DomainAnswers,
+    ) -> bool {
         self.record().set_hints(hints);
         let Some(bell) = self.record().bell.clone() else {
             // SAFETY: caller's contract.
-            self.name = unsafe { EpBell::publish_ringer(ep, &self.record().domain) };
+            self.name = unsafe { EpBell::publish_ringer(ep, answers) };
             return false;
         };
         // SAFETY: caller's contract.

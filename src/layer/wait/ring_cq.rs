@@ -11,8 +11,7 @@
 //! patches may go over these later (the deferred-work filter): the record is found by the CQ's
 //! address in a registry, not through the CQ's table pointer.
 
-use super::answers::AnswerDesk;
-use super::peers::DomainPeers;
+use super::answers::{AnswerDesk, DomainAnswers};
 use super::registry::Registry;
 use crate::boundary::ffi::err;
 use crate::{fi_info, ofi};
@@ -25,23 +24,23 @@ pub struct RingCq {
     ops: ofi::fi_ops_cq,
     inner_fi_ops: *const ofi::fi_ops,
     inner: ofi::fi_ops_cq,
-    peers: Arc<DomainPeers>,
-    /// The domain's answers page (made here if no endpoint published yet), owned by `peers`.
+    answers: Arc<DomainAnswers>,
+    /// The domain's answers page (made here if no endpoint published yet), owned by `answers`.
     desk: *const AnswerDesk,
 }
 
 impl RingCq {
-    /// Calls `read` (the core's read or readfrom) between the two halves of answering: the
-    /// count of what was asked loaded before, the askers rung after when it is new.
+    /// Calls `read` (the core's read or readfrom) between the two halves of answering: what
+    /// was asked taken before, the askers rung after when it is new.
     #[inline]
     fn answering(&self, read: impl FnOnce() -> isize) -> isize {
-        // SAFETY: owned by `peers`, which this record keeps (NULL: the domain has none).
+        // SAFETY: owned by `answers`, which this record keeps (NULL: the domain has none).
         let Some(desk) = (unsafe { self.desk.as_ref() }) else {
             return read();
         };
         let asked = desk.asked();
         let ret = read();
-        desk.answered(asked, &self.peers);
+        desk.answered(asked, self.answers.peers());
         ret
     }
 }
@@ -53,10 +52,10 @@ static CQS: Registry<RingCq> = Registry::new();
 ///
 /// # Safety
 /// `cq` is an open CQ nobody else uses yet, with valid tables.
-pub unsafe fn patch(cq: *mut ofi::fid_cq, peers: Arc<DomainPeers>) {
+pub unsafe fn patch(cq: *mut ofi::fid_cq, answers: Arc<DomainAnswers>) {
     // SAFETY: caller's contract.
     let (fi_ops, ops, inner_fi_ops) = unsafe { (*(*cq).fid.ops, *(*cq).ops, (*cq).fid.ops) };
-    let desk = peers
+    let desk = answers
         .desk()
         .map_or(std::ptr::null(), |d| d as *const AnswerDesk);
     let mut rec = Box::new(RingCq {
@@ -64,7 +63,7 @@ pub unsafe fn patch(cq: *mut ofi::fid_cq, peers: Arc<DomainPeers>) {
         ops,
         inner_fi_ops,
         inner: ops,
-        peers,
+        answers,
         desk,
     });
     rec.fi_ops.close = Some(cq_close);
