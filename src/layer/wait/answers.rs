@@ -26,7 +26,8 @@
 //! re-checking (`BellBlocker::unrung_arrival`), as it did before for every answer.
 
 use super::bell_files::{ASKERS, AnswersPage, Mutex, PAGE, answers_page};
-use super::peers::{DomainPeers, PeerBell, map_bell};
+use super::peer_bell::{PeerBell, map_bell};
+use super::peers::DomainPeers;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock};
