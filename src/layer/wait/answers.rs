@@ -20,9 +20,9 @@
 //!
 //! A target that answers nobody pays one load per CQ read. A ring is per asker and per count
 //! seen, not per poll: a ring back after every CQ read (tried, issue 48) woke every armed waiter
-//! of every mapped peer on every poll. An answer that takes more than one of the target's progress calls
-//! (a long send whose receive is not posted yet; SAR copies where CMA is not allowed) may be rung
-//! before it is made: the asker then sleeps until its bound, and its domain falls back to
+//! of every mapped peer on every poll. An answer that takes more than one of the target's
+//! progress calls (a long send whose receive is not posted yet; SAR copies where CMA is not
+//! allowed) may be rung before it is made: the asker then sleeps until its bound, and its domain falls back to
 //! re-checking (`BellBlocker::unrung_arrival`), as it did before for every answer.
 
 use super::bell_files::{ASKERS, AnswersPage, Mutex, PAGE, answers_page};
@@ -58,7 +58,7 @@ struct Asker {
 
 /// What the askers had asked before a progress call (see [`AnswerDesk::asked`]): the page's
 /// sum, and each listed asker's count, from the front of the list.
-pub struct Asked {
+struct Asked {
     sum: u32,
     counts: Vec<u32>,
 }
@@ -94,7 +94,7 @@ impl AnswerDesk {
     /// Before a progress call: None (one load) while the askers' sum is the one last answered;
     /// otherwise what each asker had asked, for [`Self::answered`] after the call.
     #[inline]
-    pub(super) fn asked(&self) -> Option<Box<Asked>> {
+    fn asked(&self) -> Option<Box<Asked>> {
         let sum = self.page().asked.load(SeqCst);
         if sum == self.answered.load(Relaxed) {
             return None;
@@ -120,10 +120,20 @@ impl AnswerDesk {
     /// After a progress call: rings each asker whose count in `asked` (taken before the call)
     /// is past the one it was last rung for. `peers`: the domain's.
     #[inline]
-    pub(super) fn answered(&self, asked: Option<Box<Asked>>, peers: &DomainPeers) {
+    fn answered(&self, asked: Option<Box<Asked>>, peers: &DomainPeers) {
         if let Some(asked) = asked {
             self.answer(&asked, peers);
         }
+    }
+
+    /// Runs `progress` (a call that drives the core) between the two halves of answering: what
+    /// was asked taken before, the askers rung after when it is new. `peers`: the domain's.
+    #[inline]
+    pub(super) fn around<R>(&self, peers: &DomainPeers, progress: impl FnOnce() -> R) -> R {
+        let asked = self.asked();
+        let ret = progress();
+        self.answered(asked, peers);
+        ret
     }
 
     #[cold]
@@ -210,31 +220,23 @@ impl DomainAnswers {
         self.desk().map_or(-1, |d| d.memfd.as_raw_fd())
     }
 
-    /// Before a progress call: what peers asked this domain, if anything is new (one load
-    /// otherwise; see [`AnswerDesk::asked`]).
+    /// Runs `progress` (a call that drives the core), then rings the peers that asked this
+    /// domain something new before it (see [`AnswerDesk::around`]); one load when nothing is
+    /// new, none before the domain has its answers page.
     #[inline]
-    pub fn asked(&self) -> Option<Box<Asked>> {
+    pub fn around<R>(&self, progress: impl FnOnce() -> R) -> R {
         match self.desk.get() {
-            Some(Some(d)) => d.asked(),
-            _ => None,
-        }
-    }
-
-    /// After a progress call: rings the askers whose counts in `asked` are new.
-    #[inline]
-    pub fn answered(&self, asked: Option<Box<Asked>>) {
-        if let Some(Some(d)) = self.desk.get() {
-            d.answered(asked, &self.peers);
+            Some(Some(d)) => d.around(&self.peers, progress),
+            _ => progress(),
         }
     }
 }
 
 impl PeerBell {
     /// After the core accepted an operation toward this peer that only its progress answers:
-    /// lists the asking domain (`asker`, see [`asker_key`]) in the peer's answers page (once) and
-    /// counts the operation there,
-    /// its own count first, then the page's sum. False when the peer cannot ring the answer (no
-    /// answers page, or its list is full).
+    /// lists the asking domain (`asker`, see `bell_files::asker_key`) in the peer's answers page
+    /// (once) and counts the operation there, its own count first, then the page's sum. False
+    /// when the peer cannot ring the answer (no answers page, or its list is full).
     pub(super) fn ask(&self, asker: u64) -> bool {
         // SAFETY: mapped as long as self lives (NULL when the peer has none).
         let Some(page) = (unsafe { self.answers.as_ref() }) else {
@@ -285,19 +287,25 @@ mod tests {
     #[test]
     fn asked_counts_are_answered_once() {
         let peers = DomainAnswers::new(Arc::new(DomainPeers::default()));
-        assert!(peers.asked().is_none(), "no page yet: nothing asked");
+        assert!(peers.desk.get().is_none(), "no page before the first use");
         assert!(peers.fd() >= 0);
         let d = peers.desk.get().unwrap().as_ref().unwrap();
         let page = d.page();
         assert_eq!(list(page, 7 << 32 | 3), Some(0));
         assert_eq!(list(page, 7 << 32 | 3), Some(0), "listed already");
         assert_eq!(list(page, 7 << 32 | 4), Some(1));
-        assert!(peers.asked().is_none(), "listed, nothing asked");
+        assert!(d.asked().is_none(), "listed, nothing asked");
         page.counts[1].fetch_add(1, SeqCst);
         page.asked.fetch_add(1, SeqCst);
-        let asked = peers.asked().expect("a new sum");
+        let asked = d.asked().expect("a new sum");
         assert_eq!((asked.sum, asked.counts.clone()), (1, vec![0, 1]));
-        peers.answered(Some(asked));
+        assert_eq!(peers.around(|| 7), 7, "the call's own value");
+        assert_eq!(
+            d.answered.load(SeqCst),
+            1,
+            "that call took the new sum and answered it"
+        );
+        d.answered(Some(asked), &peers.peers);
         assert_eq!(d.answered.load(SeqCst), 1);
         {
             let askers = d.askers.lock();
@@ -312,7 +320,7 @@ mod tests {
                 "its key names no page: not mapped"
             );
         }
-        assert!(peers.asked().is_none(), "answered: one load again");
+        assert!(d.asked().is_none(), "answered: one load again");
         for k in 2..ASKERS as u64 {
             assert!(list(page, 8 << 32 | k).is_some());
         }

@@ -59,7 +59,7 @@
 //!   page but the words it swaps (armed, ringer's CPU, hints, slots): a peer writing garbage makes
 //!   spurious rings or missed ones (bounded above), or progress calls on the wrong counter.
 
-use super::answers::{Asked, DomainAnswers};
+use super::answers::DomainAnswers;
 use super::bell_files::{
     HINT_ALL, HINT_SLOTS, Hints, Mutex, PAGE, Page, join_hints, last_error, shared_page,
     slot_bits_of, split_hints, wake_socket,
@@ -252,9 +252,7 @@ impl BellBlocker {
         if hints & HINT_ALL != 0 {
             self.pull_domain();
         } else {
-            let asked = self.answers.asked();
-            self.progress_slots(hints);
-            self.answers.answered(asked);
+            self.answers.around(|| self.progress_slots(hints));
             self.ring_back();
         }
         true
@@ -469,27 +467,14 @@ impl BellBlocker {
     /// its own), then a ring to each mapped peer that is armed (what the progress answered may
     /// be what it waits for).
     pub fn pull_domain(&self) {
-        let asked = self.answers.asked();
-        {
+        self.answers.around(|| {
             let feeds = self.feeds.lock();
             for f in feeds.iter() {
                 // SAFETY: a feed removes itself before it is freed (see add_feed).
                 unsafe { &**f }.progress_only();
             }
-        }
-        self.answers.answered(asked);
+        });
         self.ring_back();
-    }
-
-    /// Before a pull of the domain's progress: what peers asked it, if anything is new (see
-    /// `answers.rs`), for [`Self::answered`] after.
-    pub fn asked(&self) -> Option<Box<Asked>> {
-        self.answers.asked()
-    }
-
-    /// After a pull: rings the peers that asked what it may have answered (see `answers.rs`).
-    pub fn answered(&self, asked: Option<Box<Asked>>) {
-        self.answers.answered(asked);
     }
 
     /// Rings each peer the domain's endpoints have mapped that is armed (see

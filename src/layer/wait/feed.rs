@@ -375,9 +375,7 @@ impl Feed for CoreFeed {
                 Some(s) => s.take_unrung_wake(),
                 None => b.take_unrung_wake(),
             };
-            let asked = b.asked();
-            self.sync_own(tally, errors_too);
-            b.answered(asked);
+            self.sync_answering(tally, errors_too);
             if tally.value() != before {
                 b.ring_back();
                 if unrung {
@@ -396,19 +394,11 @@ impl Feed for CoreFeed {
     /// Over shm, a read that drives the core rings the peers that asked the domain for answers
     /// (`answers.rs`): a rank that only reads its counters is a target they depend on.
     fn sync_read(&self, tally: &dyn Tally, errors_too: bool) {
-        let sync = || match &self.answering {
-            Some(peers) => {
-                let asked = peers.asked();
-                self.sync_own(tally, errors_too);
-                peers.answered(asked);
-            }
-            None => self.sync_own(tally, errors_too),
-        };
         match &self.reads {
             Some(reads) => {
-                reads.read(sync);
+                reads.read(|| self.sync_answering(tally, errors_too));
             }
-            None => sync(),
+            None => self.sync_answering(tally, errors_too),
         }
     }
 
@@ -603,6 +593,15 @@ impl CoreFeed {
                 self.bell_slot(),
                 self as &dyn Progressed as *const dyn Progressed,
             );
+        }
+    }
+
+    /// [`Self::sync_own`], and over shm a ring after it to the peers that asked the domain
+    /// something new before it (`answers.rs`).
+    fn sync_answering(&self, tally: &dyn Tally, errors_too: bool) {
+        match &self.answering {
+            Some(answers) => answers.around(|| self.sync_own(tally, errors_too)),
+            None => self.sync_own(tally, errors_too),
         }
     }
 

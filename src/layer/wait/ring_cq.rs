@@ -35,13 +35,10 @@ impl RingCq {
     #[inline]
     fn answering(&self, read: impl FnOnce() -> isize) -> isize {
         // SAFETY: owned by `answers`, which this record keeps (NULL: the domain has none).
-        let Some(desk) = (unsafe { self.desk.as_ref() }) else {
-            return read();
-        };
-        let asked = desk.asked();
-        let ret = read();
-        desk.answered(asked, self.answers.peers());
-        ret
+        match unsafe { self.desk.as_ref() } {
+            Some(desk) => desk.around(self.answers.peers(), read),
+            None => read(),
+        }
     }
 }
 
