@@ -418,12 +418,12 @@ static int wait_rx(uint64_t k)
 	return ret;
 }
 
-/* Wait for the next receive (the counter reaching rx_posted); a wait that times out is tried
- * again (the message may be late, not lost) up to MAX_TIMEOUTS times in the phase. */
-static int next_rx(int *timeouts, const char **why)
+/* Wait for the receive counter to reach k; a wait that times out is tried again (the message
+ * or answer may be late, not lost) up to MAX_TIMEOUTS times in the phase. */
+static int next_count(uint64_t k, int *timeouts, const char **why)
 {
 	for (;;) {
-		int ret = wait_rx(rx_posted);
+		int ret = wait_rx(k);
 		if (ret == 0)
 			return 0;
 		if (ret != -FI_ETIMEDOUT) {
@@ -435,6 +435,12 @@ static int next_rx(int *timeouts, const char **why)
 			return -1;
 		}
 	}
+}
+
+/* Wait for the next receive (the counter reaching rx_posted). */
+static int next_rx(int *timeouts, const char **why)
+{
+	return next_count(rx_posted, timeouts, why);
 }
 
 /* -F: a fetching atomic toward the sender's word; *k is the count its completion brings the
@@ -458,24 +464,6 @@ static int post_fetch(uint64_t *k)
 		if (r != -FI_EAGAIN || now_ns() > give_up)
 			return (int) r;
 		fi_cq_read(txcq, NULL, 0);
-	}
-}
-
-/* -F: wait for the counter to reach k, as next_rx does for a receive. */
-static int next_count(uint64_t k, int *timeouts, const char **why)
-{
-	for (;;) {
-		int ret = wait_rx(k);
-		if (ret == 0)
-			return 0;
-		if (ret != -FI_ETIMEDOUT) {
-			*why = "counter wait failed";
-			return -1;
-		}
-		if (++*timeouts >= MAX_TIMEOUTS) {
-			*why = "counter wait timed out 3 times";
-			return -1;
-		}
 	}
 }
 
