@@ -5,9 +5,13 @@ DEPS=${RSCNTR_DEPS:-$ROOT/.deps}
 # that checkout does (a build that keeps its configure line, paths and all, as its stamp would
 # otherwise be redone under the other's feet).
 [ -d "$DEPS" ] && DEPS=$(cd "$DEPS" && pwd -P)
+# The builds of the pinned third-party versions, outside the tree (scripts/setup.sh): .deps/ links
+# to them, so that another clone on this machine uses them too.
+DEPS_CACHE=${RSCNTR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rscntr}
 . "$ROOT/scripts/versions.sh"  # the pinned third-party versions
 LF_PREFIX=$DEPS/lf            # libfabric 2.1.0
 LF_DEBUG_PREFIX=$DEPS/lf-debug # libfabric 2.1.0 built with --enable-debug (asserts on)
+LF_DL_PREFIX=$DEPS/lf-dl      # libfabric 2.1.0 with tcp, shm and rxm built as DSOs (install tests)
 FT_PREFIX=$DEPS/ft            # fabtests 2.1.0
 LF117_PREFIX=$DEPS/lf117/usr  # Debian 12's libfabric 1.17.0 (libfabric1, -bin, -dev), unpacked
 LF117_LIB=$LF117_PREFIX/lib/x86_64-linux-gnu

@@ -65,14 +65,14 @@ PKGS[libfabric1]=1
 # <suite>'s packages of those libraries, downloaded once (apt, a private configuration) into
 # .deps/deb/<suite>-debs and unpacked into $W/<suite>; sets SHLIB_DIRS to their -S options.
 suite_debs() { # <suite>
-    local suite=$1 p deb missing=() DEBS=$DEPS/deb/$1-debs
+    local suite=$1 p deb missing=() DEBS=$DEPS_CACHE/deb/$1-debs
     mkdir -p "$DEBS" "$W/$suite"
     for p in "${!PKGS[@]}"; do
         compgen -G "$DEBS/${p}_*_amd64.deb" >/dev/null || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
         log "downloading $suite's ${missing[*]} (apt, private configuration)"
-        local A=$DEPS/deb/$suite-apt
+        local A=$DEPS_CACHE/deb/$suite-apt
         suite_apt "$suite" "$A" update > "$W/apt-update-$suite.log" 2>&1 ||
             { tail -5 "$W/apt-update-$suite.log"; die "apt-get update for $suite failed"; }
         (cd "$DEBS" && suite_apt "$suite" "$A" download "${missing[@]}") > "$W/apt-download-$suite.log" 2>&1 ||

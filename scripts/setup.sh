@@ -1,17 +1,45 @@
 #!/usr/bin/env bash
-# Set up everything rscntr needs, idempotently, cached in .deps/ (git-ignored):
-#   apt packages, libfabric 2.1.0 + fabtests built from Debian's orig tarball, Debian 12's
-#   libfabric 1.17.0 packages (unpacked), venvs with the MPICH and Open MPI wheels (their bundled
-#   libfabric 2.5.1 and 1.22.0 are more runtimes to test against), and rscntr itself, staged as
-#   target/fi/librscntr-fi.so (the directory is usable as FI_PROVIDER_PATH). Every version and
-#   checksum is pinned in scripts/versions.sh.
+# Set up everything rscntr needs, idempotently:
+#   the Rust toolchain checked (not installed); apt packages (system-wide: the only part that is
+#   not in .deps/); libfabric 2.1.0 + fabtests built from Debian's orig tarball, and a debug build;
+#   Debian 12's libfabric 1.17.0 packages (unpacked); venvs with the MPICH and Open MPI wheels
+#   (their bundled libfabric 2.5.1 and 1.22.0 are more runtimes to test against); MPICH 4.0.2's
+#   test suite; rdma-core 65's libibverbs; and rscntr itself, staged as target/fi/librscntr-fi.so
+#   (the directory is usable as FI_PROVIDER_PATH). Every version and checksum is pinned in
+#   scripts/versions.sh.
+# The third-party builds live in a cache outside the tree (RSCNTR_CACHE, by default
+# ~/.cache/rscntr), one directory per build named by a hash of what it is made from: the pinned
+# file and its sha256, the builds it uses, and the text of the function that makes it. The
+# tree's git-ignored .deps/ links to them. A build whose key changed, or that never finished, is
+# made anew; a download is checked against its sha256 each time it is used; `bash scripts/test.sh
+# docs` checks what is installed against the pins. So a second clone on the same machine skips
+# the builds, and a fresh machine still makes everything.
 # A second run only rebuilds rscntr (cargo is incremental) and finishes in seconds.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/env.sh"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
-mkdir -p "$DEPS/stamps" "$DEPS/dl" "$DEPS/logs"
+
+# ---- the Rust toolchain: edition 2024 needs Rust 1.85 or newer ----------------------------------
+RUST_MIN=1.85
+rust_have=$(rustc --version 2>/dev/null | sed -n 's/^rustc \([0-9]*\.[0-9]*\).*/\1/p')
+if [ -z "$rust_have" ] || ! command -v cargo >/dev/null; then
+    log "no Rust toolchain (rustc and cargo) on PATH: rscntr needs Rust $RUST_MIN or newer (edition 2024)."
+    log "Debian 12's rustc is too old; install rustup's stable toolchain, then run this again."
+    exit 1
+fi
+if [ "$(printf '%s\n%s\n' "$RUST_MIN" "$rust_have" | sort -V | head -n1)" != "$RUST_MIN" ]; then
+    log "rustc $rust_have is too old: rscntr needs Rust $RUST_MIN or newer (edition 2024); 'rustup update stable' or a newer toolchain first."
+    exit 1
+fi
+
+mkdir -p "$DEPS/stamps" "$DEPS/logs" "$DEPS_CACHE"
+# .deps/dl: the downloads, in the cache (an older tree's own directory is moved there).
+if [ -d "$DEPS/dl" ] && [ ! -L "$DEPS/dl" ]; then
+    mkdir -p "$DEPS_CACHE/dl"; cp -an "$DEPS/dl/." "$DEPS_CACHE/dl/" && rm -rf "$DEPS/dl"
+fi
+mkdir -p "$DEPS_CACHE/dl"; ln -sfn "$DEPS_CACHE/dl" "$DEPS/dl"
 
 # ---- apt --------------------------------------------------------------------------------------
 APT_PKGS=(build-essential pkg-config autoconf automake libtool libclang-dev xz-utils curl
@@ -36,146 +64,169 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}" >"$DEPS/logs/apt-install.log" 2>&1
 fi
 
+# ---- the cache ---------------------------------------------------------------------------------
+# cached <name> <what it is made from> <function> [functions it calls...]: .deps/<name> links to
+# $DEPS_CACHE/<name>-<key>, the key a hash of <what it is made from> and the functions' text;
+# the function makes the build in
+# the directory it is given (an absolute path that stays valid: the builds name their prefix).
+# One process at a time makes a build (flock); one that died half way leaves no .complete, and
+# the next run starts it again.
+cached() {
+    local name=$1 from=$2 fn=$3 key dir lock
+    shift 2
+    key=$(printf '%s\n' "$from" "$(declare -f "$@")" | sha256sum | cut -c1-16)
+    dir=$DEPS_CACHE/$name-$key
+    exec {lock}>"$dir.lock"
+    flock "$lock"
+    if [ ! -f "$dir/.complete" ]; then
+        rm -rf "$dir"; mkdir -p "$dir"
+        "$fn" "$dir"
+        printf '%s\n' "$from" > "$dir/.complete"
+    fi
+    exec {lock}>&-
+    [ -L "$DEPS/$name" ] || rm -rf "${DEPS:?}/$name"   # an older tree's own build
+    ln -sfn "$dir" "$DEPS/$name"
+    CACHED_DIR=$dir
+}
+
 # ---- Debian source tarballs --------------------------------------------------------------------
 # The pool is reached through the Debian mirror apt is configured with on this machine
 # (override with RSCNTR_DEBIAN_MIRROR).
 . "$ROOT/scripts/debian.sh"   # debian_mirror
 
 fetch_pool() { # <pool path> <file> <sha256>: a file of Debian's pool, checked against its pin
-    local dst="$DEPS/dl/$2"
+    local dst="$DEPS_CACHE/dl/$2"
     if [ -f "$dst" ] && echo "$3  $dst" | sha256sum -c --status; then return; fi
     log "downloading $2"
-    curl -fsSL --retry 3 -o "$dst.part" "$(debian_mirror)/pool/$1/$2"
-    echo "$3  $dst.part" | sha256sum -c --status || { log "sha256 mismatch for $2"; exit 1; }
-    mv "$dst.part" "$dst"
+    curl -fsSL --retry 3 -o "$dst.part.$$" "$(debian_mirror)/pool/$1/$2"
+    echo "$3  $dst.part.$$" | sha256sum -c --status || { rm -f "$dst.part.$$"; log "sha256 mismatch for $2"; exit 1; }
+    mv "$dst.part.$$" "$dst"
 }
 
-# ---- libfabric 2.1.0 + fabtests ---------------------------------------------------------------
-if [ ! -f "$DEPS/stamps/libfabric-2.1.0" ]; then
+# A scratch directory for a build's source tree, removed when the build is done.
+scratch() { mktemp -d "$DEPS_CACHE/build.XXXXXX"; }
+
+# ---- libfabric 2.1.0 + fabtests, and a debug build ---------------------------------------------
+# The debug build (--enable-debug: asserts on) is a runtime only (same soname as the release
+# build): the tests run rscntr against it, where libfabric asserts what its providers return
+# (e.g. that only utility providers name a core).
+LF_CONFIG=(--disable-static --enable-only --enable-tcp=yes --enable-udp=yes --enable-shm=yes
+           --enable-sm2=yes --enable-rxm=yes --enable-rxd=yes --enable-sockets=yes)
+build_libfabric() { # <prefix> [configure options...]
+    local prefix=$1 src; shift
     fetch_pool main/libf/libfabric "$LF_TAR" "$LF_SHA"
-    rm -rf "$DEPS/src/libfabric-2.1.0" "$LF_PREFIX"
-    mkdir -p "$DEPS/src"
-    tar -C "$DEPS/src" -xf "$DEPS/dl/$LF_TAR"
-    cd "$DEPS/src/libfabric-2.1.0"
-    log "building libfabric 2.1.0 (about a minute)"
-    { ./autogen.sh &&
-      ./configure --prefix="$LF_PREFIX" --disable-static --enable-only \
-         --enable-tcp=yes --enable-udp=yes --enable-shm=yes --enable-sm2=yes \
-         --enable-rxm=yes --enable-rxd=yes --enable-sockets=yes &&
-      make -j"$(nproc)" install; } >"$DEPS/logs/libfabric.log" 2>&1 \
-        || { tail -30 "$DEPS/logs/libfabric.log"; exit 1; }
-    touch "$DEPS/stamps/libfabric-2.1.0"
-    rm -f "$DEPS/stamps/fabtests-2.1.0"
-fi
-if [ ! -f "$DEPS/stamps/fabtests-2.1.0" ]; then
-    cd "$DEPS/src/libfabric-2.1.0/fabtests"
+    src=$(scratch)
+    tar -C "$src" --strip-components=1 -xf "$DEPS/dl/$LF_TAR"
+    log "building libfabric 2.1.0 $* (about a minute)"
+    { cd "$src" && ./autogen.sh && ./configure --prefix="$prefix" "${LF_CONFIG[@]}" "$@" &&
+      make -j"$(nproc)" install; } >"$DEPS/logs/libfabric$*.log" 2>&1 \
+        || { tail -30 "$DEPS/logs/libfabric$*.log"; exit 1; }
+    cd "$ROOT"; rm -rf "$src"
+}
+make_lf() { build_libfabric "$1"; }
+make_lf_debug() { build_libfabric "$1" --enable-debug; }
+cached lf "$LF_TAR $LF_SHA ${LF_CONFIG[*]}" make_lf build_libfabric
+LF_BUILD=$CACHED_DIR
+cached lf-debug "$LF_TAR $LF_SHA ${LF_CONFIG[*]}" make_lf_debug build_libfabric
+make_ft() { # fabtests 2.1.0, from the same tarball, against the release build
+    local src
+    src=$(scratch)
+    tar -C "$src" --strip-components=1 -xf "$DEPS/dl/$LF_TAR"
     log "building fabtests 2.1.0"
-    rm -rf "$FT_PREFIX"
-    { ./autogen.sh &&
-      ./configure --prefix="$FT_PREFIX" --with-libfabric="$LF_PREFIX" --disable-efa --disable-lpp &&
+    { cd "$src/fabtests" && ./autogen.sh &&
+      ./configure --prefix="$1" --with-libfabric="$LF_BUILD" --disable-efa --disable-lpp &&
       make -j"$(nproc)" install; } >"$DEPS/logs/fabtests.log" 2>&1 \
         || { tail -30 "$DEPS/logs/fabtests.log"; exit 1; }
-    touch "$DEPS/stamps/fabtests-2.1.0"
-fi
-
-# ---- libfabric 2.1.0, debug build (--enable-debug: asserts on) ----------------------------------
-# A runtime only (same soname as the release build): the tests run rscntr against it, where
-# libfabric asserts what its providers return (e.g. that only utility providers name a core).
-if [ ! -f "$DEPS/stamps/libfabric-2.1.0-debug" ]; then
-    fetch_pool main/libf/libfabric "$LF_TAR" "$LF_SHA"
-    rm -rf "$DEPS/src/libfabric-2.1.0-debug" "$LF_DEBUG_PREFIX"
-    mkdir -p "$DEPS/src/libfabric-2.1.0-debug"
-    tar -C "$DEPS/src/libfabric-2.1.0-debug" --strip-components=1 -xf "$DEPS/dl/$LF_TAR"
-    cd "$DEPS/src/libfabric-2.1.0-debug"
-    log "building libfabric 2.1.0 with --enable-debug (about a minute)"
-    { ./autogen.sh &&
-      ./configure --prefix="$LF_DEBUG_PREFIX" --disable-static --enable-debug --enable-only \
-         --enable-tcp=yes --enable-udp=yes --enable-shm=yes --enable-sm2=yes \
-         --enable-rxm=yes --enable-rxd=yes --enable-sockets=yes &&
-      make -j"$(nproc)" install; } >"$DEPS/logs/libfabric-debug.log" 2>&1 \
-        || { tail -30 "$DEPS/logs/libfabric-debug.log"; exit 1; }
-    touch "$DEPS/stamps/libfabric-2.1.0-debug"
-fi
+    cd "$ROOT"; rm -rf "$src"
+}
+cached ft "$LF_TAR $LF_SHA $LF_BUILD" make_ft
 
 # ---- Debian 12's libfabric 1.17.0: the oldest runtime, unpacked (never installed) -----------
-if [ ! -f "$DEPS/stamps/libfabric-$LF117_VERSION" ]; then
-    rm -rf "$DEPS/lf117"
+make_lf117() {
+    local deb file sha
     for deb in "${LF117_DEBS[@]}"; do
         read -r file sha <<<"$deb"
         fetch_pool main/libf/libfabric "$file" "$sha"
-        dpkg-deb -x "$DEPS/dl/$file" "$DEPS/lf117"
+        dpkg-deb -x "$DEPS/dl/$file" "$1"
     done
-    touch "$DEPS/stamps/libfabric-$LF117_VERSION"
-fi
+}
+cached lf117 "${LF117_DEBS[*]}" make_lf117
 
 # ---- the MPI wheels: more libfabric runtimes (2.5.1, 1.22.0) ---------------------------------
-# wheel_venv <venv> <"name==version sha256">: the venv holds exactly the pinned wheel, checked
-# against its hash (pip --require-hashes); a venv with another version is made anew.
-wheel_venv() {
-    local venv=$1 spec sha name version have
-    read -r spec sha <<<"$2"
+# wheel_venv <name> <"name==version sha256">: a venv holding exactly the pinned wheel, checked
+# against its hash (pip --require-hashes).
+make_venv() {
+    local spec sha name version
+    read -r spec sha <<<"$WHEEL"
     name=${spec%%==*} version=${spec##*==}
-    have=$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null || true)
-    [ "$have" = "$version" ] && return 0
     log "pip install $spec (pinned, hash checked)"
-    rm -rf "$venv"
-    printf '%s --hash=sha256:%s\n' "$spec" "$sha" > "$DEPS/dl/$name-$version.req"
-    { python3 -m venv "$venv" &&
-      "$venv/bin/pip" install -q --no-deps --require-hashes -r "$DEPS/dl/$name-$version.req"; } \
+    { python3 -m venv "$1" &&
+      "$1/bin/pip" install -q --no-deps --require-hashes -r "$DEPS/dl/$name-$version.req"; } \
         >"$DEPS/logs/venv-$name-$version.log" 2>&1 || { tail -20 "$DEPS/logs/venv-$name-$version.log"; exit 1; }
 }
-wheel_venv "$MPICH_VENV" "$MPICH_WHEEL"
-wheel_venv "$MPICH43_VENV" "$MPICH43_WHEEL"
+wheel_venv() { # <.deps name> <"name==version sha256">
+    local spec sha
+    WHEEL=$2
+    read -r spec sha <<<"$2"
+    # the .req file check_versions.sh reads beside the downloads
+    printf '%s --hash=sha256:%s\n' "$spec" "$sha" > "$DEPS/dl/${spec%%==*}-${spec##*==}.req"
+    cached "$1" "$2" make_venv
+}
+wheel_venv venv-mpich "$MPICH_WHEEL"
+MPICH_VENV_BUILD=$CACHED_DIR
+wheel_venv venv-mpich43 "$MPICH43_WHEEL"
+MPICH43_VENV_BUILD=$CACHED_DIR
 
 # ---- MPICH 4.0.2's own test suite (Debian's orig tarball), built against the MPICH wheels -----
 # Only test/mpi is unpacked: a release tree with its own configure. Fortran, C++, ROMIO and spawn
 # off; threads on (threads/rma asks MPI_THREAD_MULTIPLE). util/, rma/ and threads/rma are built
 # (about 1.5 min); prov_test/mpi/mpich_testsuite.sh runs them with the suite's runtests.
-# Built twice: against the MPICH 5 wheel ($MPICH_TESTS) and the mpich==4.3.2 wheel
-# ($MPICH43_TESTS, libfabric 1.22). The stamp holds the wheel it was built against: another
-# wheel, another build.
-mpich_tests() { # <dir> <venv> <"name==version sha256"> <stamp> <log>
-    local dir=$1 venv=$2 wheel=$3 stamp=$4 logf=$5
-    [ "$(cat "$DEPS/stamps/$stamp" 2>/dev/null)" != "$wheel" ] || return 0
+# Built twice: against the MPICH 5 wheel (.deps/mpich-tests) and the mpich==4.3.2 wheel
+# (.deps/mpich-tests-43, libfabric 1.22). The stamp says which wheel it was built against.
+make_mpich_tests() { # <dir>; MPI_VENV, MPI_WHEEL
+    local dir=$1
     fetch_pool main/m/mpich "$MPICH_TAR" "$MPICH_SHA"
-    rm -rf "$dir"
-    mkdir -p "$dir"
     tar -C "$dir" --strip-components=3 -xJf "$DEPS/dl/$MPICH_TAR" mpich-4.0.2/test/mpi
-    log "building MPICH 4.0.2's test suite (util, rma, threads/rma) against ${wheel%% *} (about 2 min)"
+    log "building MPICH 4.0.2's test suite (util, rma, threads/rma) against ${MPI_WHEEL%% *} (about 2 min)"
     ( cd "$dir" &&
-      timeout 900 ./configure --with-mpi="$venv" --disable-fortran --disable-cxx --disable-romio \
+      timeout 900 ./configure --with-mpi="$MPI_VENV" --disable-fortran --disable-cxx --disable-romio \
          --disable-spawn --enable-threads=multiple &&
       timeout 900 make -C util -j"$(nproc)" &&
       timeout 900 make -C rma -j"$(nproc)" &&
-      timeout 900 make -C threads/rma -j"$(nproc)" ) >"$DEPS/logs/$logf" 2>&1 \
-        || { tail -30 "$DEPS/logs/$logf"; exit 1; }
-    echo "$wheel" > "$DEPS/stamps/$stamp"
+      timeout 900 make -C threads/rma -j"$(nproc)" ) >"$DEPS/logs/$MPI_LOG" 2>&1 \
+        || { tail -30 "$DEPS/logs/$MPI_LOG"; exit 1; }
 }
-mpich_tests "$MPICH_TESTS" "$MPICH_VENV" "$MPICH_WHEEL" mpich-4.0.2-tests mpich-tests.log
-mpich_tests "$MPICH43_TESTS" "$MPICH43_VENV" "$MPICH43_WHEEL" mpich-4.0.2-tests-43 mpich-tests-43.log
+mpich_tests() { # <.deps name> <venv build> <"name==version sha256"> <stamp> <log>
+    MPI_VENV=$2 MPI_WHEEL=$3 MPI_LOG=$5
+    cached "$1" "$MPICH_TAR $MPICH_SHA $2 $3 $5" make_mpich_tests
+    echo "$3" > "$DEPS/stamps/$4"
+}
+mpich_tests mpich-tests "$MPICH_VENV_BUILD" "$MPICH_WHEEL" mpich-4.0.2-tests mpich-tests.log
+mpich_tests mpich-tests-43 "$MPICH43_VENV_BUILD" "$MPICH43_WHEEL" mpich-4.0.2-tests-43 mpich-tests-43.log
 
 # ---- rdma-core 65.0: libibverbs only, never installed into the system ---------------------------
 # .deps/rdma65/include holds verbs.h for the layout test, .deps/rdma65/lib/libibverbs.so.1 the
 # library the detection tests load through FI_RSCNTR_VERBS_LIB.
-if [ ! -f "$DEPS/stamps/rdma-core-65.0" ]; then
+make_rdma65() {
+    local src
     fetch_pool main/r/rdma-core "$RDMA_TAR" "$RDMA_SHA"
-    rm -rf "$DEPS/src/rdma-core-65.0" "$RDMA65"
-    mkdir -p "$DEPS/src/rdma-core-65.0"
-    tar -C "$DEPS/src/rdma-core-65.0" --strip-components=1 -xzf "$DEPS/dl/$RDMA_TAR"
-    mkdir -p "$DEPS/src/rdma-core-65.0/build"
-    cd "$DEPS/src/rdma-core-65.0/build"
+    src=$(scratch)
+    tar -C "$src" --strip-components=1 -xzf "$DEPS/dl/$RDMA_TAR"
+    mkdir -p "$src/build"
     log "building libibverbs from rdma-core 65.0 (about 15 s)"
-    { timeout 600 cmake -GNinja -DNO_MAN_PAGES=1 -DNO_PYVERBS=1 -DCMAKE_BUILD_TYPE=Release .. &&
+    { cd "$src/build" &&
+      timeout 600 cmake -GNinja -DNO_MAN_PAGES=1 -DNO_PYVERBS=1 -DCMAKE_BUILD_TYPE=Release .. &&
       timeout 600 ninja lib/libibverbs.so.1; } >"$DEPS/logs/rdma-core.log" 2>&1 \
         || { tail -30 "$DEPS/logs/rdma-core.log"; exit 1; }
-    mkdir -p "$RDMA65/lib"
-    cp -a lib/libibverbs.so* "$RDMA65/lib/"
-    cp -rL include "$RDMA65/include"
-    touch "$DEPS/stamps/rdma-core-65.0"
-fi
+    mkdir -p "$1/lib"
+    cp -a lib/libibverbs.so* "$1/lib/"
+    cp -rL include "$1/include"
+    cd "$ROOT"; rm -rf "$src"
+}
+cached rdma65 "$RDMA_TAR $RDMA_SHA" make_rdma65
 
-wheel_venv "$OMPI_VENV" "$OMPI_WHEEL"
-wheel_venv "$OMPI41_VENV" "$OMPI41_WHEEL"
+wheel_venv venv-ompi "$OMPI_WHEEL"
+wheel_venv venv-ompi41 "$OMPI41_WHEEL"
 
 # ---- rscntr -----------------------------------------------------------------------------------
 cd "$ROOT"

@@ -2,7 +2,8 @@
 # The Debian package in a real Debian 13, or Debian 12 (prov_test/debian/trixie.sh bookworm, as
 # prov_test/debian/bookworm.sh does): builds the packages (scripts/package.sh: one pair for both
 # releases), makes a root of that release from Debian's registry with mmdebstrap (cached in
-# .deps/<suite>-root/<key>, the key being a hash of its release, package list and options), and
+# scripts/setup.sh's cache outside the tree, <suite>-root/<key>, the key being a hash of its
+# release, package list and options; another clone on this machine finds it there), and
 # runs prov_test/debian/in_root.sh in it: apt installs the packages there, Debian's fi_info finds
 # rscntr with nothing set, Debian's Open MPI runs prov_test/mpi/mpi_rscntr.c over it (on
 # bookworm also rma_heavy.c, over rscntr(tcp;ofi_rxm), rscntr(tcp) and rscntr(shm) beside each
@@ -26,13 +27,13 @@ ROOT_PKGS=(libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev gcc libc6-dev 
 MM_OPTS=(--variant=apt --mode=root --format=directory --aptopt='APT::Install-Recommends "false"'
          --aptopt='Acquire::Retries "3"')
 KEY=$(printf '%s\n' "$SUITE" "${ROOT_PKGS[@]}" "${MM_OPTS[@]}" | sha256sum | cut -c1-16)
-CACHE=$DEPS/$SUITE-root
+CACHE=$DEPS_CACHE/$SUITE-root
 TROOT=$CACHE/$KEY
 
 need_fetch=0
 [ -f "$TROOT/.complete" ] || need_fetch=1
-compgen -G "$DEPS/deb/trixie-debs/libfabric1_*_amd64.deb" >/dev/null || need_fetch=1
-compgen -G "$DEPS/deb/bookworm-debs/libfabric1_*_amd64.deb" >/dev/null || need_fetch=1
+compgen -G "$DEPS_CACHE/deb/trixie-debs/libfabric1_*_amd64.deb" >/dev/null || need_fetch=1
+compgen -G "$DEPS_CACHE/deb/bookworm-debs/libfabric1_*_amd64.deb" >/dev/null || need_fetch=1
 if [ $need_fetch = 1 ] && ! trixie_reachable "$SUITE"; then
     say "SKIPPED: Debian's registry ($(debian_mirror 2>/dev/null || echo 'no mirror configured')) cannot be reached," \
         "and the $SUITE root or the packages scripts/package.sh needs are not cached: this step cannot run"
@@ -40,23 +41,23 @@ if [ $need_fetch = 1 ] && ! trixie_reachable "$SUITE"; then
 fi
 
 t0=$SECONDS
+mkdir -p "$CACHE"
+# One run at a time makes a root (another clone may be making the same one).
+exec {root_lock}>"$CACHE/.lock"
+flock "$root_lock"
 if [ ! -f "$TROOT/.complete" ]; then
     command -v mmdebstrap >/dev/null || { say "mmdebstrap is missing (scripts/setup.sh installs it)"; exit 1; }
     say "making the $SUITE root $TROOT (mmdebstrap: ${ROOT_PKGS[*]}; a few minutes)"
-    tmp=$CACHE/.new.$$
-    rm -rf "$tmp"; mkdir -p "$CACHE"
-    for d in "$CACHE"/.new.*; do   # left by runs that were killed
-        [ -d "$d" ] && ! kill -0 "${d##*.}" 2>/dev/null && rm -rf "$d" "$d.log"
-    done
+    rm -rf "$CACHE"/.new.*   # left by runs that were killed (no other run holds the lock)
+    tmp=$(mktemp -d "$CACHE/.new.XXXXXX")
     mirror=$(debian_mirror) || exit 1
     if ! timeout 1500 mmdebstrap "${MM_OPTS[@]}" --include="$(IFS=,; echo "${ROOT_PKGS[*]}")" \
-            "$SUITE" "$tmp" "deb $mirror $SUITE main" > "$CACHE/.new.$$.log" 2>&1; then
-        tail -20 "$CACHE/.new.$$.log"; rm -rf "$tmp"; say "mmdebstrap failed"; exit 1
+            "$SUITE" "$tmp" "deb $mirror $SUITE main" > "$tmp.log" 2>&1; then
+        tail -20 "$tmp.log"; rm -rf "$tmp" "$tmp.log"; say "mmdebstrap failed"; exit 1
     fi
     touch "$tmp/.complete"
-    # Another run may have finished the same root meanwhile: keep the first.
-    mv -T "$tmp" "$TROOT" 2>/dev/null || rm -rf "$tmp"
-    rm -f "$CACHE/.new.$$.log"
+    mv -T "$tmp" "$TROOT"
+    rm -f "$tmp.log"
     # Roots of other package lists are no longer used.
     for d in "$CACHE"/*; do
         [ "$d" = "$TROOT" ] || [ ! -f "$d/.complete" ] || rm -rf "$d"
@@ -65,6 +66,7 @@ if [ ! -f "$TROOT/.complete" ]; then
 else
     say "cached root $TROOT"
 fi
+exec {root_lock}>&-
 
 t1=$SECONDS
 debs=$(RSCNTR_NO_BUILD=${RSCNTR_NO_BUILD:-1} timeout 900 bash "$ROOT/scripts/package.sh") ||
