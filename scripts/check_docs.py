@@ -427,7 +427,7 @@ def check_versions(pins, must):
 def suites_and_steps():
     t = read("scripts/test_suites.sh")
     suites = set(re.findall(r"^suite\s+([\w-]+)\s", t, re.M))
-    steps = re.findall(r'^\s*step\s+[\w,-]+\s+"((?:[^"\\]|\\.)*)"', t, re.M)
+    steps = re.findall(r'^\s*step(?:_alone|_hostnet)?\s+[\w,-]+\s+"((?:[^"\\]|\\.)*)"', t, re.M)
     return suites, steps
 
 

@@ -6,6 +6,18 @@ LF21=$LF_PREFIX/lib
 LF21D=$LF_DEBUG_PREFIX/lib   # 2.1 built with --enable-debug: libfabric's asserts on
 LF25=$MPICH_VENV/lib/mpich
 
+# The programs several steps run, built once by scripts/test.sh before any step starts (steps run
+# side by side: two building one file at once would race): the prov_test programs against the
+# 2.1 and the 1.17 headers, and mpi_rscntr.c with each MPI 5 wheel's mpicc.
+MPICH_MPI_BIN=$ROOT/target/mpi_rscntr_mpich
+OMPI_MPI_BIN=$ROOT/target/mpi_rscntr_ompi
+build_shared_programs() {
+    timeout 900 prov_test/run.sh --build-only &&
+    PROV_TEST_ABI=1.17 timeout 900 prov_test/run.sh --build-only &&
+    timeout 300 "$MPICH_VENV/bin/mpicc" -O1 -o "$MPICH_MPI_BIN" prov_test/mpi/mpi_rscntr.c &&
+    timeout 300 "$OMPI_VENV/bin/mpicc" -O1 -o "$OMPI_MPI_BIN" prov_test/mpi/mpi_rscntr.c
+}
+
 # fi_cntr_test exits 0 without testing when cntr_cnt is 0: demand its PASS and summary lines.
 fi_cntr_test_passes() { # <libdir> [VAR=value...]
     local lib=$1 out; shift
@@ -143,7 +155,7 @@ spin_read_over_cores() { # <libdir>
     return $ok
 }
 
-# Waiters over a core whose wait fd stays readable whatever its progress does (issue 26):
+# Waiters over a core whose wait fd stays readable whatever its progress does :
 # FI_RSCNTR_TEST_STUCK_FD=1 makes rscntr's sleepers poll an fd that never stops being readable
 # instead of the core's (src/boundary/testhook.rs). prov_test/room_stress.c must still see every
 # message reach its waiter before its timeout, and prov_test/bound_wait.c an idle waiter asleep
@@ -180,7 +192,7 @@ flat_waits_in_rooms() { # <libdir>
     return $ok
 }
 
-# A waiter over rscntr(shm) sleeps and its peer's completions wake it (issue 27's doorbell;
+# A waiter over rscntr(shm) sleeps and its peer's completions wake it (the shm doorbell;
 # prov_test/shm_sleep.c, which says what each part checks): in namespaces of its own with a
 # private /dev/shm (prov_test/loopback_only.sh), so that no bell at all may be left; then again
 # with FI_RSCNTR_SHM_BELL=0, the doorbell off: no bell file made, every wait still wakes, the
@@ -218,8 +230,7 @@ shm_sleep_over_shm() { # <libdir>
 # A 2-rank MPI program over rscntr (prov_test/mpi/mpi_rscntr.c). For MPICH, the log must show
 # MPICH's RMA completion counter (bound with FI_READ|FI_WRITE) is an rscntr counter.
 mpich_over_rscntr() { # [VAR=value...]
-    local bin=$ROOT/target/mpi_rscntr_mpich out rc
-    "$MPICH_VENV/bin/mpicc" -O1 -o "$bin" prov_test/mpi/mpi_rscntr.c || return 1
+    local bin=$MPICH_MPI_BIN out rc
     out=$(env MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=rscntr FI_PROVIDER_PATH=$PROV_DIR \
           FI_LOG_LEVEL=info "$@" timeout 300 prov_test/loopback_only.sh "$MPICH_VENV/bin/mpiexec" -n 2 "$bin" 2>&1)
     rc=$?
@@ -229,8 +240,7 @@ mpich_over_rscntr() { # [VAR=value...]
 }
 
 ompi_over_rscntr() { # [-x VAR=value...]: FI_PROVIDER=rscntr unless other -x arguments are given
-    local bin=$ROOT/target/mpi_rscntr_ompi out rc
-    "$OMPI_VENV/bin/mpicc" -O1 -o "$bin" prov_test/mpi/mpi_rscntr.c || return 1
+    local bin=$OMPI_MPI_BIN out rc
     [ $# -gt 0 ] || set -- -x FI_PROVIDER=rscntr
     # Not in a loopback-only namespace: there Open MPI's mtl over tcp fails fi_enable (tcp's
     # listen, "Bad file descriptor") with tcp directly as over rscntr.
@@ -242,7 +252,7 @@ ompi_over_rscntr() { # [-x VAR=value...]: FI_PROVIDER=rscntr unless other -x arg
     [ $rc -eq 0 ] && grep -q '^PASS: errors=0' <<<"$out" && grep -q 'rscntr:fabric:fabric_open' <<<"$out"
 }
 
-# ---- the core's identity and every way of selecting rscntr (issue 11) -------------------------
+# ---- the core's identity and every way of selecting rscntr  -------------------------
 # libfabric names a core provider's infos by the provider alone ("rscntr"; a debug libfabric
 # asserts that only utility providers return a core's name), which is what FI_PROVIDER=rscntr
 # (libfabric's post filter), hints naming rscntr (fi_info -p, fabtests -p, SHMEM_OFI_PROVIDER,
@@ -289,12 +299,11 @@ selection_routes_all() {
 mpich_summary() { # <out file> [VAR=value...]
     local out=$1; shift
     env MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_DEBUG_SUMMARY=1 FI_PROVIDER_PATH="$PROV_DIR" \
-        FI_LOG_LEVEL=info "$@" timeout 300 prov_test/loopback_only.sh "$MPICH_VENV/bin/mpiexec" -n 2 "$ROOT/target/mpi_rscntr_mpich" > "$out" 2>&1
+        FI_LOG_LEVEL=info "$@" timeout 300 prov_test/loopback_only.sh "$MPICH_VENV/bin/mpiexec" -n 2 "$MPICH_MPI_BIN" > "$out" 2>&1
 }
 mpich_capability_sets() {
     local core ok=0 a b
     a=$(mktemp) b=$(mktemp)
-    "$MPICH_VENV/bin/mpicc" -O1 -o "$ROOT/target/mpi_rscntr_mpich" prov_test/mpi/mpi_rscntr.c || return 1
     for core in tcp shm sockets; do
         mpich_summary "$a" FI_PROVIDER="$core"; local rca=$?
         mpich_summary "$b" FI_PROVIDER=rscntr FI_RSCNTR_CORE="$core"; local rcb=$?
@@ -346,7 +355,6 @@ MPICH_RXM_SET=(MPIR_CVAR_CH4_OFI_ENABLE_DATA=0 MPIR_CVAR_CH4_OFI_ENABLE_AV_TABLE
 mpich_over_layering_unpatched() {
     local a b ok=0
     a=$(mktemp) b=$(mktemp)
-    "$MPICH_VENV/bin/mpicc" -O1 -o "$ROOT/target/mpi_rscntr_mpich" prov_test/mpi/mpi_rscntr.c || return 1
     mpich_summary "$a" FI_PROVIDER='tcp;ofi_rxm' "${MPICH_RXM_SET[@]}"; local rca=$?
     echo "-- tcp;ofi_rxm directly: exit $rca ($(grep -a -m1 '^libfabric provider:' "$a"))"
     { [ $rca -eq 0 ] && grep -q '^PASS: errors=0' "$a"; } || ok=1
@@ -375,7 +383,6 @@ mpich_over_layering_unpatched() {
 mpich_over_layering_hidden_core() {
     local b rcb ok=0
     b=$(mktemp)
-    "$MPICH_VENV/bin/mpicc" -O1 -o "$ROOT/target/mpi_rscntr_mpich" prov_test/mpi/mpi_rscntr.c || return 1
     mpich_summary "$b" FI_PROVIDER=rscntr FI_RSCNTR_CORE='tcp;ofi_rxm' "${MPICH_RXM_SET[@]}"; rcb=$?
     echo "-- FI_PROVIDER=rscntr FI_RSCNTR_CORE='tcp;ofi_rxm', the wheel's libfabric 2.5.1: exit $rcb"
     if [ $rcb -ne 0 ] && grep -aq 'rxm_fabric().*Unable to get core info' "$b"; then
@@ -403,12 +410,12 @@ bench_smoke() {
 bound_smoke() {
     local out core w port=19900 bad=0
     gcc -O2 -Wall -Wextra -Werror -I"$LF_PREFIX/include" bench/bound_wake.c -L"$LF_PREFIX/lib" \
-        -lfabric -lpthread -o target/bound_wake || return 1
+        -lfabric -lpthread -o target/bound_wake_smoke || return 1
     for core in tcp "tcp;ofi_rxm" shm sockets; do
         for w in unspec yield fd; do
             port=$((port + 2))
             out=$(LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core timeout 120 \
-                  target/bound_wake -p rscntr -w $w -n 20 -i 100 -S 1000 -P $port -D 60 2>&1)
+                  target/bound_wake_smoke -p rscntr -w $w -n 20 -i 100 -S 1000 -P $port -D 60 2>&1)
             echo "[$core $w] $out"
             grep -q '^wake_us .* n=20 ' <<<"$out" && grep -q '^pp_us ' <<<"$out" || bad=1
         done
@@ -546,7 +553,7 @@ fake_parameters() { # FI_RSCNTR_HW values, FI_RSCNTR_DEVICE, fi_info -e
     done
 }
 
-# ---- hardening (issue 6): bad_input.c, faults.c and stress.c run in every prov_test step; the
+# ---- hardening : bad_input.c, faults.c and stress.c run in every prov_test step; the
 # hardening suite adds what needs a tool, a device or root.
 # Triggered and deferred work when the core refuses a post (src/boundary/testhook.rs): the
 # first 60 posts answer -FI_EAGAIN, and the whole of trigger.c still passes (tried again, in
@@ -609,7 +616,7 @@ cross_host_mpi() {
 }
 
 
-# ---- libfabric 1.x: the runtimes older than rscntr's build (issue 45) -----------------------
+# ---- libfabric 1.x: the runtimes older than rscntr's build  -----------------------
 # Debian 12's libfabric 1.17.0 (unpacked by setup.sh) and the mpich==4.3.2 wheel's 1.22.0. The
 # prov_test programs built against the 1.17 headers (PROV_TEST_ABI=1.17) run on every runtime
 # from 1.17 on, as an application built on Debian 12 does.

