@@ -55,7 +55,7 @@ def draw():
              ["MPI, OpenSHMEM, fabtests, your program: libfabric calls"])
     # rscntr, on the right; the core, below across the whole width.
     s += box(390, 135, 310, 120, "#fdf0dc", "rscntr's counters",
-             ["fi_cntr_read / add / set / wait, FI_WAIT_FD fds",
+             ["read, add, set, wait; fds for poll()",
               "triggered operations, deferred work",
               "remote-access counters, automatic progress",
               "(software, or rdma-core hardware counters)"], stroke="#b5651d")
