@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks what README.md, man/fi_rscntr.7.md and docs/user-guide.md tell users against what
-shows it (the docs suite of scripts/test.sh). Four rules, each failing the check when broken:
+shows it (the docs suite of scripts/test.sh). Six rules, each failing the check when broken:
 
 1. Figures come from their benchmark.
    A *figure* is a number written in digits with a unit of measure after it: a time (ns, µs,
@@ -37,9 +37,19 @@ shows it (the docs suite of scripts/test.sh). Four rules, each failing the check
    "test.sh <words>") names suites: each lower-case word must be a suite scripts/test_suites.sh
    declares (placeholders such as <suite> and options are skipped). A step quoted after the
    word step (step "<name>") must begin the name of a step of scripts/test_suites.sh.
-4. Each section names the suite that shows it. Every section (at any heading level) of the
-   three documents names a suite as in rule 3, in its own text or in the text of a section it
-   sits in, unless EXEMPT lists it with the reason.
+4. Each section names the suite that shows it. Every section (at any heading level) of
+   README.md and docs/user-guide.md names a suite as in rule 3, in its own text or in the text
+   of a section it sits in, unless EXEMPT lists it with the reason. The man page is the
+   exception: see rule 5.
+5. The man page speaks to users of an installed rscntr, who have no source tree: outside its
+   HTML comments it names no suite and no test script ("scripts/test.sh", "test.sh", "test
+   suite"), no file of the source tree (scripts/, src/, prov_test/, docs/, examples/, patches/,
+   tests/) and not "the source tree". Which suite shows what the man page says is
+   docs/testing.md's to say.
+6. No development history in the hand-written documents: README.md, the man page and every
+   docs/*.md that is not a generated benchmark document (one whose first lines say "Generated
+   by") name no issue number ("issue 27", "issues 27 and 48", "issue #5") and no development
+   stop ("stop 21", "at stop"). Commits and dates say when, where history matters.
 
     python3 scripts/check_docs.py          check; prints each failure, exit 1 if any
     python3 scripts/check_docs.py -v       also list every quote found and where it was checked
@@ -51,16 +61,15 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", "man/fi_rscntr.7.md", "docs/user-guide.md"]
+# Rule 5: documents for users of an installed rscntr, which name no suite and no source file.
+USER_PAGES = ["man/fi_rscntr.7.md"]
 
 # Rule 1b: figures that are settings, not measurements. file -> [(exact phrase, source file)].
 # The phrase is matched in the document's text with its whitespace collapsed.
 SETTINGS = {
     "README.md": [
         ("plain shm peers: re-checks every 1 ms", "src/layer/wait/bell.rs"),
-        ("shm's inject size (4096 bytes)", "src/layer/wait/ring.rs"),
         ("≥ every 10 ms", "src/layer/wait/blocker.rs"),
-        ("with one it naps 1 ms between looks", "src/layer/wait/blocker.rs"),
-        ("at most 50 ms at a time", "src/boundary/versions.rs"),
     ],
     "man/fi_rscntr.7.md": [
         ("every 50 µs after new completions, backing off to 1 ms and, after 100 ms without any, to 50 ms",
@@ -75,9 +84,7 @@ SETTINGS = {
         ("then sleeps from 2 µs doubling up to", "src/engine/backoff.rs"),
         ("polls the armed counters from 1 µs doubling up to the same cap", "src/engine/watcher.rs"),
         ("*FI_RSCNTR_HW_POLL_US* (100 µs by default)", "src/boundary/params.rs"),
-        ("timer slack (50 µs by default on Linux; 1 µs for the watcher)", "src/engine/watcher.rs"),
         ("retried (20 us, doubling to 1 ms)", "src/engine/trigger.rs"),
-        ("(every 200 us at most)", "src/layer/trigger/cq_filter.rs"),
         ("a remote write of up to 256 KiB", "src/layer/rma_event/initiator.rs"),
         ("naps 1 ms between looks", "src/layer/wait/blocker.rs"),
         ("pull at least every 50 ms", "src/boundary/versions.rs"),
@@ -89,6 +96,9 @@ SETTINGS = {
         ("longest pause (1–10000 µs)", "src/boundary/params.rs"),
         ("naps 1 ms between pulls instead", "src/layer/wait/blocker.rs"),
         ("pull at least every 50 ms", "src/boundary/versions.rs"),
+        ("with one it naps 1 ms between looks", "src/layer/wait/blocker.rs"),
+        ("at most 50 ms at a time", "src/boundary/versions.rs"),
+        ("shm's inject size (4096 bytes)", "src/layer/wait/ring.rs"),
     ],
 }
 
@@ -99,12 +109,9 @@ EXEMPT = {
         "Where the rest lives": "a list of documents",
         "Licence": "the licence",
     },
-    "man/fi_rscntr.7.md": {
-        "NAME": "the page's name",
-        "SEE ALSO": "other pages",
-    },
     "docs/user-guide.md": {
         "rscntr user guide": "the title; its sections name their suites",
+        "Glossary": "definitions of words the documents use",
     },
 }
 
@@ -453,6 +460,8 @@ def suites_named(rel, text, suites, where, report=True):
 
 def check_suites(suites, steps):
     for rel in DOCS:
+        if rel in USER_PAGES:
+            continue
         text = read(rel)
         lines = text.split("\n")
         for n, line in enumerate(lines, 1):
@@ -486,6 +495,38 @@ def check_suites(suites, steps):
                      "that shows it, nor does a section it sits in")
 
 
+SOURCE_REF = re.compile(r"(?<![\w/.-])(?:scripts|src|prov_test|docs|examples|patches|tests)/[\w.*<>-]"
+                        r"|\btest\.sh\b|\btest suites?\b|\bsource tree\b", re.I)
+
+
+def check_user_pages():
+    """Rule 5: the man page names no suite and nothing of the source tree."""
+    for rel in USER_PAGES:
+        text = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group(0).count("\n"), read(rel), flags=re.S)
+        for n, line in enumerate(text.split("\n"), 1):
+            for m in SOURCE_REF.finditer(line):
+                fail(f"{rel}:{n}", f"names {m.group(0)!r}: a page for users of an installed rscntr names "
+                     "no test suite and nothing of the source tree (docs/testing.md says what shows it)")
+
+
+HISTORY = re.compile(r"\bissues?\s+#?\d+|\bstops?\s+\d+\b|\bat\s+stop\b", re.I)
+
+
+def hand_written():
+    """README.md, the man page, and the docs/*.md no benchmark script wrote."""
+    docs = sorted(f"docs/{f}" for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+    return ["README.md"] + USER_PAGES + [d for d in docs if not generated(d)]
+
+
+def check_history():
+    """Rule 6: no issue numbers or development stops in the hand-written documents."""
+    for rel in hand_written():
+        for n, line in enumerate(read(rel).split("\n"), 1):
+            for m in HISTORY.finditer(line):
+                fail(f"{rel}:{n}", f"names {m.group(0)!r}: documents speak of the project, not of its "
+                     "issues or development stops (say the commit or the date where history matters)")
+
+
 def main():
     suites, steps = suites_and_steps()
     pins, must = pinned_versions()
@@ -494,13 +535,17 @@ def main():
         total += check_figures(rel)
     check_versions(pins, must)
     check_suites(suites, steps)
+    check_user_pages()
+    check_history()
     for f in failures:
         print("FAIL:", f)
     if failures:
         print(f"check_docs: {len(failures)} failures")
         return 1
     print(f"check_docs: {total} quoted figures found in the documents they cite; versions as "
-          f"scripts/versions.sh pins them; every section names a suite of scripts/test.sh")
+          f"scripts/versions.sh pins them; every section of README.md and docs/user-guide.md names "
+          f"a suite of scripts/test.sh; the man page names none, nor the source tree; no issue "
+          f"numbers or development stops in {len(hand_written())} hand-written documents")
     return 0
 
 

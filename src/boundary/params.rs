@@ -59,28 +59,37 @@ pub struct HwParams {
 
 static HW_PARAMS: Released<HwParams> = Released::new();
 
-fn define_one(name: &CStr, help: &CStr) {
+/// How a parameter is declared to libfabric, which is what `fi_info -e` prints as its type
+/// ("String", "Integer", "Boolean (0/1, on/off, true/false, yes/no)") and how it is read.
+#[derive(Clone, Copy)]
+enum Kind {
+    Str,
+    Int,
+    Bool,
+}
+
+fn define_one(name: &CStr, kind: Kind, help: &CStr) {
+    let ty = match kind {
+        Kind::Str => ofi::fi_param_type_FI_PARAM_STRING,
+        Kind::Int => ofi::fi_param_type_FI_PARAM_INT,
+        Kind::Bool => ofi::fi_param_type_FI_PARAM_BOOL,
+    };
     // SAFETY: the provider record fi_prov_ini registered; name and help are NUL-terminated and
     // the help text has no conversion specifiers.
-    unsafe {
-        ofi::fi_param_define(
-            provider::provider_ptr(),
-            name.as_ptr(),
-            ofi::fi_param_type_FI_PARAM_STRING,
-            help.as_ptr(),
-        )
-    };
+    unsafe { ofi::fi_param_define(provider::provider_ptr(), name.as_ptr(), ty, help.as_ptr()) };
 }
 
 pub fn define() {
     define_one(
         SPIN,
+        Kind::Int,
         c"Spin phases (0-16; each doubles the spin count, 6 is about 1 us) a thread in \
           fi_cntr_wait runs before it yields (FI_WAIT_YIELD) or sleeps (FI_WAIT_UNSPEC, \
           FI_WAIT_FD). Default 6.",
     );
     define_one(
         HW,
+        Kind::Str,
         c"Back counters with rdma-core completion counters: auto (hardware where a device \
           reports them, software otherwise and whenever a hardware counter cannot be \
           created), off (software only), on (hardware only: fi_cntr_open fails without). \
@@ -88,22 +97,26 @@ pub fn define() {
     );
     define_one(
         DEVICE,
+        Kind::Str,
         c"RDMA device for hardware counters (e.g. rdmap0s6). Default: the first device that \
           reports completion counters.",
     );
     define_one(
         VERBS_LIB,
+        Kind::Str,
         c"libibverbs to load at run time for hardware counters (a soname or a path). \
           Default libibverbs.so.1.",
     );
     define_one(
         HW_POLL_US,
+        Kind::Int,
         c"Longest pause, in microseconds (1-10000), between two polls of a hardware counter \
           by a waiting thread or the fd watcher: the device signals nothing, so this bounds \
           how late a waiter sees a change. Default 100.",
     );
     define_one(
         CORE,
+        Kind::Str,
         c"Core provider rscntr layers over: a provider name or a layering such as \
           'tcp;ofi_rxm'; 'none' serves counters only, without endpoints; unset or 'auto' \
           picks the first of efa, verbs;ofi_rxm, tcp;ofi_rxm, tcp, shm, udp;ofi_rxd, sockets \
@@ -111,12 +124,14 @@ pub fn define() {
     );
     define_one(
         SHM_BELL,
+        Kind::Bool,
         c"Waits on counters bound over shm sleep in the kernel and are woken by the rscntr \
           peer that completes an operation toward them (rscntr's doorbell): on or off \
           (they then yield between progress calls, as shm's own waits do). Default on.",
     );
     define_one(
         FLAT_WAITS,
+        Kind::Bool,
         c"When threads wait on several counters of one domain whose core gives a wait set per \
           counter (tcp;ofi_rxm, udp;ofi_rxd), the one that sleeps for all of them sleeps in \
           one epoll set of what those wait sets hold (read from /proc/self/fdinfo) instead \
@@ -124,6 +139,7 @@ pub fn define() {
     );
     define_one(
         FAKE_VERBS,
+        Kind::Str,
         c"Testing only: use rscntr's fake RDMA device instead of libibverbs, configured by \
           key=value pairs (see src/verbs/fake.rs).",
     );
@@ -177,19 +193,28 @@ pub fn flat_waits() -> bool {
     FLAT_WAITS_ON.load(Ordering::Relaxed)
 }
 
-/// An on/off parameter that defaults to on; a value that is neither is logged and ignored.
+/// An on/off parameter (declared FI_PARAM_BOOL: libfabric takes 0/1, on/off, true/false,
+/// yes/no) that defaults to on; a value that is none of those is logged and ignored.
 fn read_on_off(name: &CStr, var: &str) -> bool {
-    match read_str(name).as_deref().map(str::trim) {
-        None | Some("") | Some("on") | Some("1") => true,
-        Some("off") | Some("0") => false,
-        Some(other) => {
-            crate::fi_warn!(
-                Core,
-                "{var} = {other:?} is not on or off; using the default (on)"
-            );
-            true
-        }
+    let mut value: c_int = 1;
+    // SAFETY: the parameter was defined as FI_PARAM_BOOL, so libfabric writes one int, or
+    // leaves it untouched when the variable is unset or not a boolean.
+    let ret = unsafe {
+        ofi::fi_param_get(
+            provider::provider_ptr(),
+            name.as_ptr(),
+            (&mut value as *mut c_int).cast(),
+        )
+    };
+    if ret == super::ffi::err::EINVAL {
+        let text = std::env::var(var).unwrap_or_default();
+        crate::fi_warn!(
+            Core,
+            "{var} = {text:?} is not on or off; using the default (on)"
+        );
+        return true;
     }
+    ret != 0 || value != 0
 }
 
 pub fn spin_limit() -> u32 {
@@ -230,26 +255,43 @@ fn read_str(name: &CStr) -> Option<String> {
     )
 }
 
-/// Reads an integer parameter. It is declared as a string so that garbage ("abc", which
-/// libfabric's own integer parsing would turn into 0) is reported and ignored, like a value
-/// outside `range`.
+/// Reads an integer parameter (declared FI_PARAM_INT); `None` when unset, or when the value is
+/// outside `range` or not an integer, both reported. libfabric's own parsing (`strtol`) turns
+/// "abc" into 0 and "5x" into 5, so the variable's text is checked as well.
 fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int> {
-    let text = read_str(name)?;
     let var = format!("FI_RSCNTR_{}", name.to_string_lossy().to_uppercase());
-    match text.trim().parse::<c_int>() {
-        Ok(v) if range.contains(&v) => Some(v),
-        Ok(v) => {
-            crate::fi_warn!(Core, "{var} = {v} is outside {range:?}; using the default");
-            None
-        }
-        Err(_) => {
-            crate::fi_warn!(
-                Core,
-                "{var} = {text:?} is not an integer; using the default"
-            );
-            None
-        }
+    let mut value: c_int = 0;
+    // SAFETY: the parameter was defined as FI_PARAM_INT, so libfabric writes one int, or leaves
+    // it untouched when the variable is unset.
+    let ret = unsafe {
+        ofi::fi_param_get(
+            provider::provider_ptr(),
+            name.as_ptr(),
+            (&mut value as *mut c_int).cast(),
+        )
+    };
+    if ret != 0 {
+        return None;
     }
+    // The text is the environment's (libfabric 2.x may also take it from its config file, whose
+    // value then stands as libfabric parsed it).
+    if let Ok(text) = std::env::var(&var)
+        && text.trim().parse::<c_int>().is_err()
+    {
+        crate::fi_warn!(
+            Core,
+            "{var} = {text:?} is not an integer; using the default"
+        );
+        return None;
+    }
+    if !range.contains(&value) {
+        crate::fi_warn!(
+            Core,
+            "{var} = {value} is outside {range:?}; using the default"
+        );
+        return None;
+    }
+    Some(value)
 }
 
 /// Gives back what [`define`] allocated (provider cleanup, before libfabric unloads rscntr).

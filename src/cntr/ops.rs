@@ -2,10 +2,11 @@
 //! the error counts), one set of tables per kind of engine, and how a fid is recognised as an
 //! rscntr counter.
 //!
-//! Error contract (documented in the README):
+//! Error contract (documented in fi_rscntr(7), shown by prov_test/bad_input.c):
 //! - `fi_cntr_wait`: 0 once value >= threshold; -FI_EAVAIL when the error count changed after the
-//!   call began; -FI_ETIMEDOUT after `timeout` ms (0 = check once, negative = forever);
-//!   -FI_ENOSYS on a FI_WAIT_NONE counter (as libfabric's util counters do).
+//!   call began; -FI_ETIMEDOUT after `timeout` ms (0 = check once, negative = forever). On a
+//!   FI_WAIT_NONE counter it polls like FI_WAIT_YIELD (`WaitStrategy::None`), as sockets'
+//!   counters do, rather than fail with -FI_ENOSYS as libfabric's util counters do.
 //! - `fi_control`: FI_GETWAIT (int *) gives the eventfd of an FI_WAIT_FD counter, -FI_ENODATA for
 //!   other wait objects; FI_GETWAITOBJ (enum fi_wait_obj *); FI_GETOPSFLAG / FI_SETOPSFLAG
 //!   (uint64_t *); anything else -FI_ENOSYS; NULL arg -FI_EINVAL.
