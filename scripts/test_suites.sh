@@ -38,6 +38,22 @@ step quick,rust "cargo clippy" timeout 1200 cargo clippy --release --all-targets
 step quick,rust "cargo test" env RSCNTR_REQUIRE_RDMA65=1 timeout 1800 cargo test --release
 step quick,prov "prov_test over shm and tcp, libfabric 2.1" prov_test_over_cores "$LF21" shm tcp
 
+# The longest steps come early: a run without a record (docs/test_run.md) starts them first.
+# fabtests' unit, functional and short sets (runfabtests.sh's quick), each core directly beside
+# rscntr over it with the core's own exclude file: rscntr passes what the core passes, and the
+# tests of what it serves where the core lacks it (prov_test/fabtests/side_by_side.sh).
+for core in tcp "tcp;ofi_rxm" shm sockets "udp;ofi_rxd"; do
+    step fabtests "fabtests unit, functional, short: $core directly beside rscntr over $core" \
+        timeout 2400 prov_test/fabtests/side_by_side.sh "$core"
+done
+step mpi,mpich-suite "MPICH 4.0.2's test suite (Debian's tarball): rma subsets (mpich_testsuite.sh --full: whole lists) and threads/rma, rscntr(tcp;ofi_rxm) and rscntr(shm) pass what the core passes" \
+    timeout 5400 prov_test/mpi/mpich_testsuite.sh
+# One route in a full run, for CI's 90 minutes (both took 839 s at a load average of 6-9):
+# rxm, the documented route, where libfabric 1.22's rxm counts through its counter's own add,
+# which rscntr hooks (no FI_PEER). Both routes: mpich_testsuite.sh --mpich43; both, whole lists: add --full.
+step mpi,mpich-suite,mpi-1x "MPICH 4.0.2's test suite built against the mpich==4.3.2 wheel (libfabric 1.22): rma subset (mpich_testsuite.sh --mpich43 --full: whole lists, both routes) and threads/rma, rscntr(tcp;ofi_rxm) passes what the core passes (shm: mpich_testsuite.sh --mpich43 shm)" \
+    timeout 5400 prov_test/mpi/mpich_testsuite.sh --mpich43 rxm
+
 step prov "prov_test, libfabric 2.1 (default core)" timeout 900 prov_test/run.sh "$LF21"
 step prov "prov_test, libfabric 2.5.1 (MPICH wheel)" timeout 900 prov_test/run.sh "$LF25"
 step prov "prov_test over each core, libfabric 2.1 --enable-debug (asserts on)" \
@@ -148,13 +164,6 @@ step progress "automatic progress: each core directly beside rscntr over it (pro
     auto_progress_side_by_side
 step mpi "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscntr,tcp;ofi_rxm', automatic progress scored" \
     mpich_over_layering_unpatched
-step mpi,mpich-suite "MPICH 4.0.2's test suite (Debian's tarball): rma subsets (mpich_testsuite.sh --full: whole lists) and threads/rma, rscntr(tcp;ofi_rxm) and rscntr(shm) pass what the core passes" \
-    timeout 5400 prov_test/mpi/mpich_testsuite.sh
-# One route in a full run, for CI's 90 minutes (both took 839 s at a load average of 6-9):
-# rxm, the documented route, where libfabric 1.22's rxm counts through its counter's own add,
-# which rscntr hooks (no FI_PEER). Both routes: mpich_testsuite.sh --mpich43; both, whole lists: add --full.
-step mpi,mpich-suite,mpi-1x "MPICH 4.0.2's test suite built against the mpich==4.3.2 wheel (libfabric 1.22): rma subset (mpich_testsuite.sh --mpich43 --full: whole lists, both routes) and threads/rma, rscntr(tcp;ofi_rxm) passes what the core passes (shm: mpich_testsuite.sh --mpich43 shm)" \
-    timeout 5400 prov_test/mpi/mpich_testsuite.sh --mpich43 rxm
 step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \
     mpich_over_layering_hidden_core
 step mpi "the MPI routes the documents show: every mpiexec and mpirun command of README, the user guide and fi_rscntr(7) as written; Open MPI's include list alone, no core named (tcp;ofi_rxm) and FI_RSCNTR_CORE=tcp; MPICH without MPIR_CVAR_NOLOCAL=1 (passes, no tcp connection between the ranks); MPIR_CVAR_OFI_USE_PROVIDER alone (sockets)" \
@@ -171,10 +180,3 @@ step_alone hosts "faults mid-run across two hosts, the core directly beside rscn
     timeout 300 prov_test/net/faults.sh
 
 step selection "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
-# fabtests' unit, functional and short sets (runfabtests.sh's quick), each core directly beside
-# rscntr over it with the core's own exclude file: rscntr passes what the core passes, and the
-# tests of what it serves where the core lacks it (prov_test/fabtests/side_by_side.sh).
-for core in tcp "tcp;ofi_rxm" shm sockets "udp;ofi_rxd"; do
-    step fabtests "fabtests unit, functional, short: $core directly beside rscntr over $core" \
-        timeout 2400 prov_test/fabtests/side_by_side.sh "$core"
-done
