@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
-# Tests scripts/install.sh: installs rscntr into a temporary prefix holding a copy of the built
-# libfabric 2.1, twice (idempotence), and checks that this libfabric then finds rscntr with
-# FI_PROVIDER_PATH unset: fi_info -p/-l/-g, an example compiled against the installed headers,
-# the man page. Then the environment install.sh honours, each into a prefix of its own:
-# LIBDIR (the DSO in $LIBDIR/libfabric, the rest under PREFIX), the lib64 default (a prefix
-# whose libfabric.so.1 is in lib64 only), and DESTDIR with LIBDIR as a package build sets them
-# (every file under DESTDIR, nothing at the prefix itself); in each, exactly the three files.
-#
-# libfabric's provider directory is compiled in: PROVDLDIR is "$(pkglibdir)" of the prefix it was
-# configured with (Makefile.am), i.e. .deps/lf/lib/libfabric, and src/fabric.c scans it when
-# FI_PROVIDER_PATH is unset. A libfabric copied elsewhere still scans the original directory. So
-# the copy is made to appear at the configured prefix inside a private mount namespace
-# (unshare --mount, plus --map-root-user when not root): only this test's processes see the bind
-# mount, and the shared .deps/lf is never written. Where namespaces are not allowed, the test
-# falls back to placing the installed DSO in .deps/lf/lib/libfabric for the few seconds of the
-# check and removing it afterwards (it says so).
+# Tests scripts/install.sh:
+# * into a prefix holding a copy of the built libfabric 2.1: that copy still scans the provider
+#   directory it was configured with (src/fabric.c's default FI_PROVIDER_PATH, compiled in), so
+#   install.sh must fail, saying so, rather than print nothing and leave fi_info at -61;
+# * into that copy made to appear at its configured prefix (a bind mount in a private mount
+#   namespace: only this test's processes see it, and the shared build is never written), twice
+#   (idempotence): this libfabric then finds rscntr with FI_PROVIDER_PATH unset (fi_info -p/-l/-g,
+#   an example compiled against the installed headers, the man page);
+# * into a copy of libfabric 2.1 built with its cores as DSOs (tcp, shm, rxm: lib<core>-fi.so in
+#   its provider directory), the same way: rscntr goes beside them and serves over them with
+#   nothing set, while FI_PROVIDER_PATH naming rscntr's own directory alone loses the cores;
+# * then the environment install.sh honours, each into a prefix of its own: LIBDIR (the DSO in
+#   $LIBDIR/libfabric, the rest under PREFIX), the lib64 default (a prefix whose libfabric.so.1
+#   is in lib64 only), and DESTDIR with LIBDIR as a package build sets them (every file under
+#   DESTDIR, nothing at the prefix itself); in each, exactly the three files.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/env.sh"
@@ -27,49 +26,51 @@ grep -aqF "(default: $PROVDLDIR)" "$LF_REAL/lib/libfabric.so.1" ||
     fail "libfabric.so.1 does not name $PROVDLDIR as its default FI_PROVIDER_PATH"
 
 TMP=$(mktemp -d)
-cleanup_dso=""
-cleanup() {
-    if [ -n "$cleanup_dso" ]; then
-        rm -f "$cleanup_dso"
-        rmdir "$PROVDLDIR" 2>/dev/null || true
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+trap 'rm -rf "$TMP"' EXIT
 trap 'exit 1' INT TERM
 PREFIX=$TMP/prefix
 cp -a "$LF_REAL/." "$PREFIX/"
 
-# Runs "$@" with the libfabric at $PREFIX visible at its configured prefix, FI_PROVIDER* unset.
+# Runs "$@" with the libfabric copied to <copy> visible at its configured prefix <real>,
+# FI_PROVIDER* unset.
 USERNS=(unshare --mount --propagation private)
 [ "$(id -u)" = 0 ] || USERNS+=(--map-root-user)
-# RSCNTR_INSTALL_TEST_MODE=fallback forces the fallback (to test this script itself).
-if [ "${RSCNTR_INSTALL_TEST_MODE:-}" != fallback ] && timeout 30 "${USERNS[@]}" true 2>/dev/null; then
-    mode=namespace
-    as_installed() {
-        timeout 300 "${USERNS[@]}" env -u FI_PROVIDER_PATH -u FI_PROVIDER bash -c \
-            'mount --bind "$1" "$2" && shift 2 && exec "$@"' bash "$PREFIX" "$LF_REAL" "$@"
-    }
-    SEEN=$LF_REAL            # where the installed prefix appears to libfabric
-else
-    mode=fallback
-    echo "check_install: no mount namespace here; using $PROVDLDIR for the duration of the check"
-    as_installed() { env -u FI_PROVIDER_PATH -u FI_PROVIDER timeout 300 "$@"; }
-    SEEN=$PREFIX
-fi
+timeout 30 "${USERNS[@]}" true 2>/dev/null ||
+    { echo "check_install: no private mount namespace here (unshare --mount): cannot run"; exit 77; }
+at_prefix() { # <copy> <real> <command...>
+    timeout 300 "${USERNS[@]}" env -u FI_PROVIDER_PATH -u FI_PROVIDER bash -c \
+        'mount --bind "$1" "$2" && shift 2 && exec "$@"' bash "$@"
+}
+as_installed() { at_prefix "$PREFIX" "$LF_REAL" "$@"; }
+SEEN=$LF_REAL            # where the installed prefix appears to libfabric
+mode=namespace
 
 # Control: before the install, the copy does not find rscntr.
 if as_installed "$SEEN/bin/fi_info" -p rscntr >/dev/null 2>&1; then
     fail "fi_info -p rscntr succeeds before rscntr is installed: the test would prove nothing"
 fi
 
+echo "-- a prefix holding a copied libfabric: install.sh fails and says why"
+untouched=$(cd "$PREFIX" && find . -printf '%P %y %m %s\n' | LC_ALL=C sort)
+if out=$(env -u FI_PROVIDER_PATH -u FI_PROVIDER RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$PREFIX" 2>&1); then
+    echo "$out"; fail "install.sh into a copied libfabric succeeded, yet that libfabric scans $PROVDLDIR"
+fi
+echo "$out" | sed 's/^/   /'
+grep -qF "That library scans $PROVDLDIR, the provider directory it was configured with" <<<"$out" ||
+    fail "install.sh did not say which directory the copied libfabric scans"
+rm -f "$PREFIX/lib/libfabric/librscntr-fi.so" "$PREFIX/include/rdma/fi_ext_rscntr.h" \
+    "$PREFIX/share/man/man7/fi_rscntr.7"
+rmdir "$PREFIX/lib/libfabric"
+[ "$(cd "$PREFIX" && find . -printf '%P %y %m %s\n' | LC_ALL=C sort)" = "$untouched" ] ||
+    fail "the copy is not as it was after removing what the failed install put there"
+
 listing() { (cd "$PREFIX" && find . -printf '%P %y %m %s\n' | LC_ALL=C sort); }
 before=$(listing)
-bash "$ROOT/scripts/install.sh" "$PREFIX"
+as_installed bash "$ROOT/scripts/install.sh" "$SEEN"
 first=$(listing)
 sums=$(cd "$PREFIX" && sha256sum lib/libfabric/librscntr-fi.so include/rdma/fi_ext_rscntr.h \
        share/man/man7/fi_rscntr.7)
-RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$PREFIX" >/dev/null
+as_installed env RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$SEEN" >/dev/null
 [ "$(listing)" = "$first" ] || fail "a second install changed the prefix"
 [ "$(cd "$PREFIX" && sha256sum -c --quiet <<<"$sums" 2>&1)" = "" ] || fail "a second install changed a file"
 added=$(LC_ALL=C comm -13 <(echo "$before") <(echo "$first") | cut -d' ' -f1-3)
@@ -85,13 +86,6 @@ cmp -s "$PREFIX/lib/libfabric/librscntr-fi.so" "$ROOT/target/release/librscntr.s
 cmp -s "$PREFIX/include/rdma/fi_ext_rscntr.h" "$ROOT/include/rdma/fi_ext_rscntr.h" || fail "header differs"
 cmp -s "$PREFIX/share/man/man7/fi_rscntr.7" "$ROOT/man/man7/fi_rscntr.7" || fail "man page differs"
 echo "install.sh: put exactly the three files in place, and a second run changed nothing"
-
-if [ $mode = fallback ]; then
-    [ ! -e "$PROVDLDIR/librscntr-fi.so" ] || fail "$PROVDLDIR/librscntr-fi.so exists already"
-    mkdir -p "$PROVDLDIR"
-    cleanup_dso=$PROVDLDIR/librscntr-fi.so
-    cp "$PREFIX/lib/libfabric/librscntr-fi.so" "$cleanup_dso"
-fi
 
 echo "-- fi_info -p rscntr, FI_PROVIDER_PATH unset ($mode)"
 out=$(as_installed "$SEEN/bin/fi_info" -p rscntr 2>&1) || fail "fi_info -p rscntr: $out"
@@ -115,6 +109,27 @@ if command -v man >/dev/null; then
 fi
 LC_ALL=C.UTF-8 timeout 60 groff -t -man -Tutf8 -P -cbou "$PREFIX/share/man/man7/fi_rscntr.7" |
     grep -q 'FI_RSCNTR_SPIN' || fail "the installed man page does not render"
+# ---- a libfabric with its cores as DSOs ------------------------------------------------------
+echo "-- libfabric 2.1 built with tcp, shm and rxm as DSOs (.deps/lf-dl): rscntr goes beside them"
+DL_REAL=$(readlink -f "$LF_DL_PREFIX")
+DL=$TMP/dl-prefix
+cp -a "$DL_REAL/." "$DL/"
+ls "$DL/lib/libfabric/" | grep -q '^libtcp-fi.so$' || fail "$DL_REAL has no lib/libfabric/libtcp-fi.so: not a DSO-core build"
+out=$(at_prefix "$DL" "$DL_REAL" env RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$DL_REAL" 2>&1) ||
+    fail "install.sh into the DSO-core libfabric: $out"
+echo "$out" | sed 's/^/   /'
+[ -f "$DL/lib/libfabric/librscntr-fi.so" ] || fail "librscntr-fi.so is not beside libtcp-fi.so"
+grep -q 'beside this libfabric.s cores built as DSOs: .*libtcp-fi.so' <<<"$out" ||
+    fail "install.sh did not say it put rscntr beside the core DSOs"
+out=$(at_prefix "$DL" "$DL_REAL" env FI_RSCNTR_CORE=tcp FI_LOG_LEVEL=info "$DL_REAL/bin/fi_info" -p rscntr 2>&1) ||
+    fail "fi_info -p rscntr over the DSO core tcp, nothing set: $(tail -5 <<<"$out")"
+grep -q 'serving over core tcp' <<<"$out" || fail "rscntr does not serve over the DSO core tcp"
+echo "   fi_info -p rscntr with nothing set: rscntr serves over the DSO core tcp"
+# FI_PROVIDER_PATH naming only rscntr's directory replaces the default: the core DSOs are lost.
+out=$(at_prefix "$DL" "$DL_REAL" env FI_PROVIDER_PATH="$ROOT/target/fi" FI_RSCNTR_CORE=tcp \
+      "$DL_REAL/bin/fi_info" -p rscntr 2>&1) && fail "FI_PROVIDER_PATH=<rscntr's dir> still found the DSO core tcp: $out"
+echo "   FI_PROVIDER_PATH=<rscntr's directory> alone: no core, as documented ($(tail -1 <<<"$out"))"
+
 # ---- LIBDIR, the lib64 default, DESTDIR ------------------------------------------------------
 files_under() { (cd "$1" && find . -type f -printf '%P %m\n' | LC_ALL=C sort); }
 expect_files() { # <root> <what> <expected "path mode" lines>
@@ -140,7 +155,12 @@ echo "-- no LIBDIR, libfabric.so.1 in PREFIX/lib64 only"
 P=$TMP/lib64
 mkdir -p "$P/lib64"
 ln -s "$LF_REAL/lib/libfabric.so.1" "$P/lib64/libfabric.so.1"
-RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$P" >/dev/null || fail "install.sh into a lib64 prefix"
+# Its libfabric.so.1 links to the built one, which scans the directory it was configured with:
+# install.sh installs into lib64/libfabric, then fails, saying so.
+if RSCNTR_NO_BUILD=1 bash "$ROOT/scripts/install.sh" "$P" >"$TMP/lib64.out" 2>&1; then
+    fail "install.sh into the lib64 prefix succeeded, yet its libfabric scans $PROVDLDIR"
+fi
+grep -qF "That library scans $PROVDLDIR" "$TMP/lib64.out" || fail "install.sh into lib64: $(cat "$TMP/lib64.out")"
 expect_files "$P" "lib64 default" "include/rdma/fi_ext_rscntr.h 644
 lib64/libfabric/librscntr-fi.so 755
 share/man/man7/fi_rscntr.7 644"
@@ -169,4 +189,4 @@ lib/libfabric/librscntr-fi.so 755
 share/man/man7/fi_rscntr.7 644"
 [ "$(cd "$S" && find . -type f | wc -l)" = 3 ] || fail "DESTDIR holds more than the three files"
 
-echo "check_install: PASS ($mode; LIBDIR, the lib64 default and DESTDIR honoured)"
+echo "check_install: PASS (a copied libfabric refused with its reason; the DSO-core libfabric; LIBDIR, the lib64 default and DESTDIR honoured)"

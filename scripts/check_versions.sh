@@ -136,7 +136,7 @@ check_installed() {
     # ---- libfabric 2.1.0, release and debug builds
     local lfv prefix
     lfv=$(sed -E 's/^libfabric_([0-9.]+)\.orig\..*/\1/' <<<"$LF_TAR")
-    for prefix in "$LF_PREFIX" "$LF_DEBUG_PREFIX"; do
+    for prefix in "$LF_PREFIX" "$LF_DEBUG_PREFIX" "$LF_DL_PREFIX"; do
         have=$(sed -n 's/^Version: //p' "$prefix/lib/pkgconfig/libfabric.pc" 2>/dev/null)
         local rep; rep=$(lf_reports "$prefix/lib")
         if [ "$have" = "$lfv" ] && [ "$rep" = "$lfv" ]; then ok "${prefix#"$DEPS"/}: libfabric $lfv"

@@ -35,6 +35,7 @@ if [ "$(printf '%s\n%s\n' "$RUST_MIN" "$rust_have" | sort -V | head -n1)" != "$R
 fi
 
 mkdir -p "$DEPS/stamps" "$DEPS/logs" "$DEPS_CACHE"
+rm -rf "$DEPS/src"   # an older tree's source trees: the builds are made in the cache now
 # .deps/dl: the downloads, in the cache (an older tree's own directory is moved there).
 if [ -d "$DEPS/dl" ] && [ ! -L "$DEPS/dl" ]; then
     mkdir -p "$DEPS_CACHE/dl"; cp -an "$DEPS/dl/." "$DEPS_CACHE/dl/" && rm -rf "$DEPS/dl"
@@ -119,8 +120,8 @@ build_libfabric() { # <prefix> [configure options...]
     tar -C "$src" --strip-components=1 -xf "$DEPS/dl/$LF_TAR"
     log "building libfabric 2.1.0 $* (about a minute)"
     { cd "$src" && ./autogen.sh && ./configure --prefix="$prefix" "${LF_CONFIG[@]}" "$@" &&
-      make -j"$(nproc)" install; } >"$DEPS/logs/libfabric$*.log" 2>&1 \
-        || { tail -30 "$DEPS/logs/libfabric$*.log"; exit 1; }
+      make -j"$(nproc)" install; } >"$DEPS/logs/$(basename "$prefix").log" 2>&1 \
+        || { tail -30 "$DEPS/logs/$(basename "$prefix").log"; exit 1; }
     cd "$ROOT"; rm -rf "$src"
 }
 make_lf() { build_libfabric "$1"; }
@@ -128,6 +129,11 @@ make_lf_debug() { build_libfabric "$1" --enable-debug; }
 cached lf "$LF_TAR $LF_SHA ${LF_CONFIG[*]}" make_lf build_libfabric
 LF_BUILD=$CACHED_DIR
 cached lf-debug "$LF_TAR $LF_SHA ${LF_CONFIG[*]}" make_lf_debug build_libfabric
+# A third build with tcp, shm and rxm as DSOs (lib<core>-fi.so in its provider directory), as
+# some distributions and vendors ship libfabric: prov_test/check_install.sh installs rscntr
+# beside them.
+make_lf_dl() { build_libfabric "$1" --enable-tcp=dl --enable-shm=dl --enable-rxm=dl; }
+cached lf-dl "$LF_TAR $LF_SHA ${LF_CONFIG[*]}" make_lf_dl build_libfabric
 make_ft() { # fabtests 2.1.0, from the same tarball, against the release build
     local src
     src=$(scratch)

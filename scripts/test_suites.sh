@@ -85,7 +85,7 @@ step prov "examples, libfabric 2.5.1 (MPICH wheel)" timeout 900 examples/run.sh 
 step docs "man page fresh (scripts/gen-man.sh --check)" timeout 300 bash scripts/gen-man.sh --check
 step docs "fi_info -e parameters documented; log lines name subsystem and function" \
     timeout 600 prov_test/check_params_logs.sh "$LF21"
-step docs "install.sh into a temporary prefix; fi_info -p rscntr without FI_PROVIDER_PATH; LIBDIR, the lib64 default and DESTDIR honoured" \
+step docs "install.sh: into a copied libfabric refused with its reason; into a prefix, fi_info -p rscntr without FI_PROVIDER_PATH; beside the core DSOs of a libfabric built with them, serving over them with nothing set; LIBDIR, the lib64 default and DESTDIR honoured" \
     timeout 900 prov_test/check_install.sh
 step docs "what is installed is what scripts/versions.sh pins (each venv's wheel and its libfabric, the libfabric 2.1.0 builds, Debian's 1.17.0, rdma-core, MPICH's test suite, the cached tarballs and .debs by sha256); no file installs a wheel without an exact pin" \
     timeout 120 bash scripts/check_versions.sh
