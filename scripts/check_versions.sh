@@ -127,7 +127,7 @@ check_installed() {
         else mismatch "${venv#"$DEPS"/}: $name ${have:-not installed}, pinned $name==$want (scripts/versions.sh $var)"; fi
         wantlf=$(pinned_bundled_lf "$var")
         [ -n "$wantlf" ] || { mismatch "scripts/versions.sh names no '# libfabric X.Y.Z' beside $var"; continue; }
-        lf=$(find "$venv" -name libfabric.so.1 2>/dev/null | head -1)
+        lf=$(find -H "$venv" -name libfabric.so.1 2>/dev/null | head -1)
         have=""; [ -n "$lf" ] && have=$(lf_reports "$(dirname "$lf")")
         if [ "$have" = "$wantlf" ]; then ok "$name==$want bundles libfabric $wantlf"
         else mismatch "$name==$want in ${venv#"$DEPS"/} bundles libfabric ${have:-(none found)}, versions.sh says $wantlf"; fi
