@@ -100,7 +100,7 @@ while read -r func line; do
             NR == n { here = $0 }
             NR == n + 1 { next_line = $0 }
             END {
-                if (here ~ /fi_(warn|info|dbg)!/ && last == fn) exit 0
+                if (here ~ /fi_(warn|warn_user|info|dbg)!/ && last == fn) exit 0
                 if (here ~ /^[a-z_]+!\(/ && next_line ~ ("^ *" fn "\\(")) exit 0
                 exit 1
             }' "$f"; then

@@ -450,14 +450,37 @@ shm_sleep_smoke() {
     return $rc
 }
 
-# FI_RSCNTR_CORE naming a provider that does not exist: -FI_ENODATA and a log line saying so.
+# What a user set wrong is said at libfabric's default log level (no FI_LOG_LEVEL), once per
+# process, with what to do: FI_RSCNTR_CORE naming a provider that does not exist (-FI_ENODATA
+# and the line; with FI_LOG_LEVEL=warn, libfabric's own log line instead); a core that has
+# nothing for the hints (shm has no FI_EP_MSG); parameter values that are not what they should be.
 missing_core() {
-    local out rc
+    local out rc ok=0
+    say_once() { # <what> <pattern> <env and fi_info arguments...>
+        local what=$1 pat=$2 n; shift 2
+        out=$(env -u FI_LOG_LEVEL LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR "$@" 2>&1)
+        rc=$?
+        n=$(grep -c "rscntr:core:.*<warn> $pat.*(said once" <<<"$out")
+        echo "-- $what: exit $rc, said $n time(s)"; grep -F 'said once' <<<"$out" | head -2
+        [ "$n" = 1 ] || { echo "   expected once, at the default log level: $pat"; tail -3 <<<"$out"; ok=1; }
+    }
+    say_once "FI_RSCNTR_CORE=nosuchprov" 'FI_RSCNTR_CORE="nosuchprov" names no provider this libfabric has: `fi_info -l`' \
+        FI_RSCNTR_CORE=nosuchprov timeout 60 fi_info -p rscntr
+    [ $rc -ne 0 ] || { echo "   fi_info -p rscntr succeeded over a core that does not exist"; ok=1; }
+    say_once "FI_RSCNTR_CORE=shm, FI_EP_MSG" 'FI_RSCNTR_CORE="shm" has nothing for what this application asks' \
+        FI_RSCNTR_CORE=shm timeout 60 fi_info -p rscntr -t FI_EP_MSG
+    say_once "FI_RSCNTR_SPIN=abc" 'FI_RSCNTR_SPIN = "abc" is not an integer' \
+        FI_RSCNTR_SPIN=abc FI_RSCNTR_CORE=none timeout 60 fi_info -p rscntr
+    say_once "FI_RSCNTR_HW=maybe" 'FI_RSCNTR_HW = "maybe" is not auto, off or on' \
+        FI_RSCNTR_HW=maybe FI_RSCNTR_CORE=none timeout 60 fi_info -p rscntr
+    # With FI_LOG_LEVEL=warn it is libfabric's own log line, every time.
     out=$(env LD_LIBRARY_PATH=$LF21 FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=nosuchprov FI_LOG_LEVEL=warn \
           timeout 60 fi_info -p rscntr 2>&1)
     rc=$?
-    echo "$out"
-    [ $rc -ne 0 ] && grep -q 'rscntr:core:.*nosuchprov' <<<"$out"
+    echo "-- FI_LOG_LEVEL=warn: exit $rc"
+    { [ $rc -ne 0 ] && grep -q 'rscntr:core:.*nosuchprov' <<<"$out" && ! grep -q 'said once' <<<"$out"; } ||
+        { echo "$out" | tail -3; ok=1; }
+    return $ok
 }
 
 # ---- hardware counters: detection against real libraries, the fake device ---------------------

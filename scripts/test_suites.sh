@@ -135,7 +135,7 @@ step_alone hosts "link cut between two hosts (tcp;ofi_rxm: interfaces down, cabl
 step fabtests "runfabtests.sh -S -t unit rscntr, counters only (FI_RSCNTR_CORE=none)" \
     runfabtests unit "$ROOT/prov_test/fabtests/unit.exclude" FI_RSCNTR_CORE=none
 step fabtests "fi_rdm_cntr_pingpong over shm, tcp, tcp;ofi_rxm, sockets; -c sread, yield, fd" pingpong_matrix
-step selection "FI_RSCNTR_CORE naming a missing provider" missing_core
+step selection "FI_RSCNTR_CORE naming a missing provider, or a core with nothing for the hints, and bad parameter values: said once at the default log level, with what to do" missing_core
 step fabtests "fi_rdm_rma_trigger: sockets directly, rscntr over sockets, shm, tcp and tcp;ofi_rxm" \
     rma_trigger_side_by_side
 step fabtests "fi_rdm_rma_event: tcp and tcp;ofi_rxm directly, rscntr over them" rma_event_side_by_side

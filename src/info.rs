@@ -10,7 +10,7 @@ use crate::boundary::provider::{self, is_our_name};
 use crate::boundary::versions;
 use crate::cntr::hw;
 use crate::layer::{self, CoreSetting};
-use crate::{fi_dbg, fi_warn, ofi};
+use crate::{fi_dbg, fi_warn, fi_warn_user, ofi};
 use std::ffi::{CStr, c_char, c_int};
 
 /// Capabilities rscntr can honour today: none beyond counters, which need no cap bit.
@@ -57,7 +57,23 @@ pub unsafe extern "C" fn getinfo(
             }
         }
         if matches!(layer::core_setting(), CoreSetting::Named(_)) {
-            fi_warn!(Core, "core {:?} (FI_RSCNTR_CORE) has nothing for these hints: {last}", cores[0]);
+            let core = &cores[0];
+            // SAFETY: a fi_getinfo of our own, in the core's name.
+            if unsafe { layer::core_known(core, version) } {
+                fi_warn_user!(
+                    Core,
+                    "FI_RSCNTR_CORE={core:?} has nothing for what this application asks ({last}); \
+                     unset FI_RSCNTR_CORE to let rscntr try each core in turn, or name another"
+                );
+            } else {
+                fi_warn_user!(
+                    Core,
+                    "FI_RSCNTR_CORE={core:?} names no provider this libfabric has: `fi_info -l` \
+                     lists those it has; a core built as a DSO (lib<name>-fi.so) loads from \
+                     FI_PROVIDER_PATH, or, unset, from libfabric's provider directory (`fi_info -e` \
+                     shows FI_PROVIDER_PATH's default)"
+                );
+            }
             return last;
         }
         // No core: counters only.

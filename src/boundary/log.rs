@@ -44,15 +44,7 @@ fn to_libfabric(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::A
         Level::Info => ofi::fi_log_level_FI_LOG_INFO,
         Level::Debug => ofi::fi_log_level_FI_LOG_DEBUG,
     };
-    let subsys = match subsys {
-        Subsys::Core => ofi::fi_log_subsys_FI_LOG_CORE,
-        Subsys::Fabric => ofi::fi_log_subsys_FI_LOG_FABRIC,
-        Subsys::Domain => ofi::fi_log_subsys_FI_LOG_DOMAIN,
-        Subsys::Eq => ofi::fi_log_subsys_FI_LOG_EQ,
-        Subsys::Cntr => ofi::fi_log_subsys_FI_LOG_CNTR,
-        Subsys::EpCtrl => ofi::fi_log_subsys_FI_LOG_EP_CTRL,
-        Subsys::EpData => ofi::fi_log_subsys_FI_LOG_EP_DATA,
-    };
+    let subsys = ofi_subsys(subsys);
     // SAFETY: `record` is the registered provider; fi_log_enabled only reads it.
     if unsafe { ofi::fi_log_enabled(record, level, subsys) } == 0 {
         return;
@@ -71,6 +63,77 @@ fn to_libfabric(level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::A
             text.as_ptr(),
         )
     };
+}
+
+/// A warning about what the user set (a core, a parameter value): logged at warn like every
+/// warning, and, where libfabric's log would not show it (its default level shows no warning),
+/// written to stderr once per process for its call site, in the shape of libfabric's own lines,
+/// so that a misspelt FI_RSCNTR_CORE is not just "fi_getinfo: -61". `said` is the call site's.
+pub fn warn_user(
+    said: &std::sync::atomic::AtomicBool,
+    subsys: Subsys,
+    func: &str,
+    line: u32,
+    msg: fmt::Arguments,
+) {
+    #[cfg(not(test))]
+    if !warn_shown(subsys) {
+        if !said.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!(
+                "libfabric:{}:rscntr:{}:{func}():{line}<warn> {msg} (said once; FI_LOG_LEVEL=warn logs every warning)",
+                std::process::id(),
+                subsys_name(subsys),
+            );
+        }
+        return;
+    }
+    #[cfg(test)]
+    let _ = said;
+    log(Level::Warn, subsys, func, line, msg);
+}
+
+/// Whether libfabric's log shows a warning of `subsys` from rscntr.
+#[cfg(not(test))]
+fn warn_shown(subsys: Subsys) -> bool {
+    let Some(record) = super::provider::registered() else {
+        return false;
+    };
+    // SAFETY: `record` is the registered provider; fi_log_enabled only reads it.
+    unsafe {
+        crate::ofi::fi_log_enabled(
+            record,
+            crate::ofi::fi_log_level_FI_LOG_WARN,
+            ofi_subsys(subsys),
+        ) != 0
+    }
+}
+
+/// The subsystem as libfabric prints it.
+#[cfg(not(test))]
+fn subsys_name(subsys: Subsys) -> &'static str {
+    match subsys {
+        Subsys::Core => "core",
+        Subsys::Fabric => "fabric",
+        Subsys::Domain => "domain",
+        Subsys::Eq => "eq",
+        Subsys::Cntr => "cntr",
+        Subsys::EpCtrl => "ep_ctrl",
+        Subsys::EpData => "ep_data",
+    }
+}
+
+#[cfg(not(test))]
+fn ofi_subsys(subsys: Subsys) -> crate::ofi::fi_log_subsys {
+    use crate::ofi;
+    match subsys {
+        Subsys::Core => ofi::fi_log_subsys_FI_LOG_CORE,
+        Subsys::Fabric => ofi::fi_log_subsys_FI_LOG_FABRIC,
+        Subsys::Domain => ofi::fi_log_subsys_FI_LOG_DOMAIN,
+        Subsys::Eq => ofi::fi_log_subsys_FI_LOG_EQ,
+        Subsys::Cntr => ofi::fi_log_subsys_FI_LOG_CNTR,
+        Subsys::EpCtrl => ofi::fi_log_subsys_FI_LOG_EP_CTRL,
+        Subsys::EpData => ofi::fi_log_subsys_FI_LOG_EP_DATA,
+    }
 }
 
 /// The name of the enclosing function, for log lines (libfabric prints `func():line`).
@@ -95,6 +158,17 @@ macro_rules! fi_warn {
         $crate::boundary::log::log($crate::boundary::log::Level::Warn, $crate::boundary::log::Subsys::$subsys,
             $crate::function_name!(), line!(), format_args!($($arg)*))
     };
+}
+
+/// [`warn_user`] at the call site: a warning about what the user set, seen even at libfabric's
+/// default log level, once per process.
+#[macro_export]
+macro_rules! fi_warn_user {
+    ($subsys:ident, $($arg:tt)*) => {{
+        static SAID: ::std::sync::atomic::AtomicBool = ::std::sync::atomic::AtomicBool::new(false);
+        $crate::boundary::log::warn_user(&SAID, $crate::boundary::log::Subsys::$subsys,
+            $crate::function_name!(), line!(), format_args!($($arg)*))
+    }};
 }
 
 #[macro_export]

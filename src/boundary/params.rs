@@ -161,7 +161,7 @@ pub fn define() {
         Some("off") => HwPolicy::Off,
         Some("on") => HwPolicy::On,
         Some(other) => {
-            crate::fi_warn!(
+            crate::fi_warn_user!(
                 Core,
                 "FI_RSCNTR_HW = {other:?} is not auto, off or on; using the default (auto)"
             );
@@ -208,7 +208,7 @@ fn read_on_off(name: &CStr, var: &str) -> bool {
     };
     if ret == super::ffi::err::EINVAL {
         let text = std::env::var(var).unwrap_or_default();
-        crate::fi_warn!(
+        crate::fi_warn_user!(
             Core,
             "{var} = {text:?} is not on or off; using the default (on)"
         );
@@ -278,14 +278,14 @@ fn read_int(name: &CStr, range: std::ops::RangeInclusive<c_int>) -> Option<c_int
     if let Ok(text) = std::env::var(&var)
         && text.trim().parse::<c_int>().is_err()
     {
-        crate::fi_warn!(
+        crate::fi_warn_user!(
             Core,
             "{var} = {text:?} is not an integer; using the default"
         );
         return None;
     }
     if !range.contains(&value) {
-        crate::fi_warn!(
+        crate::fi_warn_user!(
             Core,
             "{var} = {value} is outside {range:?}; using the default"
         );

@@ -410,6 +410,33 @@ pub unsafe fn core_getinfo(
     }
 }
 
+/// Whether libfabric has a provider named `core` with any info at all here (hints naming it and
+/// nothing else): what tells a misspelt or unloaded FI_RSCNTR_CORE from a core that only lacks
+/// what the application asked.
+///
+/// # Safety
+/// Calls fi_getinfo; nothing of the caller's is touched.
+pub unsafe fn core_known(core: &str, version: u32) -> bool {
+    let Ok(core_c) = CString::new(core) else {
+        return false;
+    };
+    // SAFETY: NULL hints give a fresh info in the core's name.
+    let Some(hints) = (unsafe { to_core(std::ptr::null(), &core_c) }) else {
+        return false;
+    };
+    let null = std::ptr::null();
+    // SAFETY: hints we own, naming the core.
+    let found = unsafe { core_getinfo(core, version, null, null, 0, hints) };
+    // SAFETY: allocated by to_core; the list, when there is one, by fi_getinfo.
+    unsafe {
+        versions::freeinfo(hints);
+        if let Ok(list) = found {
+            versions::freeinfo(list);
+        }
+    }
+    found.is_ok()
+}
+
 /// Makes a core's list rscntr's.
 ///
 /// # Safety

@@ -55,5 +55,5 @@ mod wait;
 pub use domain::is_layered as is_layered_domain;
 pub use fabric::fabric_open;
 pub use getinfo::{
-    CoreSetting, OFI_CORE_PROV_ONLY, candidates, core_setting, getinfo_over, release,
+    CoreSetting, OFI_CORE_PROV_ONLY, candidates, core_known, core_setting, getinfo_over, release,
 };
