@@ -1,7 +1,8 @@
 //! The initiator's side of rscntr's remote-access counters (`target.rs`): the rma and
 //! atomic tables of an endpoint in a domain whose remote accesses rscntr counts.
 //!
-//! - a write of at most [`NOTIFY_AFTER`] bytes (256 KiB) carries its notification as remote CQ data:
+//! - a write of at most [`NOTIFY_AFTER`] bytes (256 KiB; over shm, of any length: see
+//!   [`split_after`]) carries its notification as remote CQ data:
 //!   `write`, `writev`, `writemsg` and `inject` become the core's `writedata`, `writemsg` and
 //!   `injectdata`; the application's own remote CQ data (`writedata`, `injectdata`,
 //!   FI_REMOTE_CQ_DATA) rides in the same word, whatever the size;
@@ -20,7 +21,7 @@
 //! Over 600 lines: the endpoint's record and the table entries it installs, which call back
 //! into it; apart, the two files would import each other.
 
-use super::target::{Kind, encode};
+use super::target::{Kind, RmaEvents, encode};
 use crate::boundary::ffi::{copy_table, err, iov_len, ours_where_the_core_has};
 use crate::cntr::AnyCntr;
 use crate::layer::trigger::deferred::{Deferred, Target};
@@ -51,6 +52,21 @@ const DRAIN_AT: usize = 64;
 /// the (narrower) window, as an application's own `fi_writedata` over the core has it.
 pub const NOTIFY_AFTER: usize = 256 << 10;
 
+/// The length past which a write over `core` goes as the core's write and a notification
+/// after it ([`NOTIFY_AFTER`]). shm: never. Its target reports a write with remote CQ data
+/// only once the data is in place, whatever the protocol (inline, CMA, or the SAR buffers it
+/// uses when CMA is not allowed), and the crash the split avoids is tcp's. A second message
+/// would even cost a wait there: after a SAR transfer shm refuses every operation toward that
+/// peer (-FI_EAGAIN) until the peer has taken all of it, so the notification could only be
+/// posted once the target had progressed.
+pub fn split_after(core: &str) -> usize {
+    if core == "shm" {
+        usize::MAX
+    } else {
+        NOTIFY_AFTER
+    }
+}
+
 /// An endpoint's rma and atomic tables (its table pointers point into this record).
 #[repr(C)]
 pub struct RmaEp {
@@ -62,7 +78,11 @@ pub struct RmaEp {
     /// The endpoint's default transmit flags (its info's), for the calls without flags that
     /// become `writemsg`.
     op_flags: u64,
+    /// Writes longer than this go as the core's write and a notification ([`split_after`]).
+    split: usize,
     deferred: *const Deferred,
+    /// The domain's remote-access counters, which outlive its endpoints.
+    events: *const RmaEvents,
     /// The endpoint's bookkeeping of bound counters and CQs (always made for these
     /// endpoints), set right after this record.
     trigger: AtomicPtr<TriggerEp>,
@@ -79,8 +99,15 @@ impl RmaEp {
     ///
     /// # Safety
     /// `ep` is an open core endpoint of the domain whose deferred operations are `deferred`;
-    /// `op_flags` its default transmit flags.
-    pub unsafe fn patch(ep: *mut ofi::fid_ep, deferred: &Deferred, op_flags: u64) -> *mut RmaEp {
+    /// `op_flags` its default transmit flags; `core` the core's name; `events` the domain's
+    /// remote-access counters.
+    pub unsafe fn patch(
+        ep: *mut ofi::fid_ep,
+        deferred: &Deferred,
+        events: &RmaEvents,
+        op_flags: u64,
+        core: &str,
+    ) -> *mut RmaEp {
         // SAFETY: a valid endpoint whose table pointers are NULL or valid.
         unsafe {
             let e = &mut *ep;
@@ -91,7 +118,9 @@ impl RmaEp {
                 core_atomic: e.atomic,
                 ep,
                 op_flags,
+                split: split_after(core),
                 deferred,
+                events,
                 trigger: AtomicPtr::new(std::ptr::null_mut()),
             });
             ours_where_the_core_has!(
@@ -211,7 +240,7 @@ impl RmaEp {
             t.settle_deferred(Duration::ZERO);
         }
         let tx = t.transmit_filter();
-        Self::retry(t, || match tx {
+        self.retry(t, || match tx {
             // SAFETY: a message without buffers; the domain's deferred operations.
             Some(_) => unsafe { self.post_notification(&target, &msg) },
             None => self.inject_notification(&target.bound, &msg),
@@ -219,8 +248,11 @@ impl RmaEp {
     }
 
     /// Posts a notification with `post` until the core takes it (-FI_EAGAIN: retried for
-    /// up to 1 s, the endpoint's transmit CQ progressed meanwhile); a refusal is logged.
-    fn retry(t: &TriggerEp, mut post: impl FnMut() -> isize) -> isize {
+    /// up to 1 s, the endpoint's transmit CQ progressed meanwhile, and every endpoint of the
+    /// domain: the target may be one of them, whose progress the core waits for, as shm
+    /// refuses every operation toward a peer while a SAR transfer to it, such as a read where
+    /// CMA is not allowed, is not all taken); a refusal is logged.
+    fn retry(&self, t: &TriggerEp, mut post: impl FnMut() -> isize) -> isize {
         let deadline = Instant::now() + Duration::from_secs(1);
         let mut nap = Duration::from_micros(20);
         let tx = t.transmit_filter();
@@ -248,6 +280,8 @@ impl RmaEp {
                 // SAFETY: the domain's filters live until it closes.
                 unsafe { (*f).progress() };
             }
+            // SAFETY: the domain's record outlives its endpoints.
+            unsafe { (*self.events).drive() };
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(1));
         }
@@ -279,7 +313,7 @@ impl RmaEp {
             let owed = owe_counts(&bound, FI_WRITE);
             let data = encode(Kind::Write, key, 0);
             // SAFETY: the core's own op on its endpoint; no bytes to copy.
-            let ret = Self::retry(t, || unsafe {
+            let ret = self.retry(t, || unsafe {
                 inject(self.ep, std::ptr::null(), 0, data, dest, addr, key)
             });
             if ret != 0 {
@@ -370,7 +404,7 @@ unsafe extern "C" fn write(
     context: *mut c_void,
 ) -> isize {
     let r = record_of!(ep, rma);
-    if len > NOTIFY_AFTER {
+    if len > r.split {
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret =
             unsafe { r.core_rma().write.unwrap()(ep, buf, len, desc, dest, addr, key, context) };
@@ -398,7 +432,7 @@ unsafe extern "C" fn writev(
     let r = record_of!(ep, rma);
     // SAFETY: the application's iovs, `count` of them.
     let len = unsafe { iov_len(iov, count) };
-    if len > NOTIFY_AFTER {
+    if len > r.split {
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret =
             unsafe { r.core_rma().writev.unwrap()(ep, iov, desc, count, dest, addr, key, context) };
@@ -436,7 +470,7 @@ unsafe extern "C" fn writemsg(
         };
         if flags & REMOTE_CQ_DATA == 0 {
             // SAFETY: the application's iovs, `iov_count` of them.
-            if unsafe { iov_len(m.msg_iov, m.iov_count) } > NOTIFY_AFTER {
+            if unsafe { iov_len(m.msg_iov, m.iov_count) } > r.split {
                 // SAFETY: the core's own op, as asked.
                 let ret = unsafe { r.core_rma().writemsg.unwrap()(ep, msg, flags) };
                 // SAFETY: its remote iovs.
@@ -469,7 +503,7 @@ unsafe extern "C" fn inject(
     key: u64,
 ) -> isize {
     let r = record_of!(ep, rma);
-    if len > NOTIFY_AFTER {
+    if len > r.split {
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret = unsafe { r.core_rma().inject.unwrap()(ep, buf, len, dest, addr, key) };
         return r.then_notify(ret, dest, [(addr, key)]);
