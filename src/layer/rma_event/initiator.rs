@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 const REMOTE_CQ_DATA: u64 = ofi::FI_REMOTE_CQ_DATA as u64;
+const DELIVERY_COMPLETE: u64 = ofi::FI_DELIVERY_COMPLETE as u64;
 /// What a notification (a write of nothing) is counted as at its initiator.
 const FI_WRITE: u64 = ofi::FI_WRITE as u64;
 /// Notifications outstanding on an endpoint from which its poster reads their completions.
@@ -80,6 +81,9 @@ pub struct RmaEp {
     op_flags: u64,
     /// Writes longer than this go as the core's write and a notification ([`split_after`]).
     split: usize,
+    /// shm: a non-fetching atomic asked to complete at delivery goes without
+    /// FI_DELIVERY_COMPLETE, its notification with it ([`RmaEp::atomic_delivered`]).
+    delivered_by_notification: bool,
     deferred: *const Deferred,
     /// The domain's remote-access counters, which outlive its endpoints.
     events: *const RmaEvents,
@@ -119,6 +123,7 @@ impl RmaEp {
                 ep,
                 op_flags,
                 split: split_after(core),
+                delivered_by_notification: core == "shm",
                 deferred,
                 events,
                 trigger: AtomicPtr::new(std::ptr::null_mut()),
@@ -207,16 +212,27 @@ impl RmaEp {
 
     /// Notifies `dest` of an access of `kind` to each MR of `keys` (once per MR).
     fn notify(&self, dest: ofi::fi_addr_t, keys: impl IntoIterator<Item = u64>, kind: Kind) {
+        self.notify_with(dest, keys, kind, 0);
+    }
+
+    /// As [`RmaEp::notify`], the notifications posted with `extra` flags too.
+    fn notify_with(
+        &self,
+        dest: ofi::fi_addr_t,
+        keys: impl IntoIterator<Item = u64>,
+        kind: Kind,
+        extra: u64,
+    ) {
         let mut seen: Vec<u64> = Vec::new();
         for key in keys {
             if !seen.contains(&key) {
                 seen.push(key);
-                self.notify_one(dest, key, kind);
+                self.notify_one(dest, key, kind, extra);
             }
         }
     }
 
-    fn notify_one(&self, dest: ofi::fi_addr_t, key: u64, kind: Kind) {
+    fn notify_one(&self, dest: ofi::fi_addr_t, key: u64, kind: Kind, extra: u64) {
         // SAFETY: set right after patch, freed after this record is unused.
         let Some(t) = (unsafe { self.trigger.load(Ordering::Acquire).as_ref() }) else {
             return;
@@ -242,8 +258,8 @@ impl RmaEp {
         let tx = t.transmit_filter();
         self.retry(t, || match tx {
             // SAFETY: a message without buffers; the domain's deferred operations.
-            Some(_) => unsafe { self.post_notification(&target, &msg) },
-            None => self.inject_notification(&target.bound, &msg),
+            Some(_) => unsafe { self.post_notification(&target, &msg, extra) },
+            None => self.inject_notification(&target.bound, &msg, extra),
         });
     }
 
@@ -327,14 +343,19 @@ impl RmaEp {
     ///
     /// # Safety
     /// `msg` has no buffers; `target` is this endpoint with the core's tables.
-    unsafe fn post_notification(&self, target: &Target<'_>, msg: &ofi::fi_msg_rma) -> isize {
+    unsafe fn post_notification(
+        &self,
+        target: &Target<'_>,
+        msg: &ofi::fi_msg_rma,
+        extra: u64,
+    ) -> isize {
         // SAFETY: no arrays to copy.
         let mut op = unsafe { Op::rma(msg, true) };
         // SAFETY: set right after patch.
         let t = unsafe { &*self.trigger.load(Ordering::Acquire) };
         t.hold_deferred();
         // SAFETY: the domain's record; the endpoint is held.
-        match unsafe { (*self.deferred).post(target, &mut op, REMOTE_CQ_DATA, None) } {
+        match unsafe { (*self.deferred).post(target, &mut op, REMOTE_CQ_DATA | extra, None) } {
             Ok(()) => 0,
             Err(()) => {
                 t.deferred_done();
@@ -350,16 +371,70 @@ impl RmaEp {
         &self,
         bound: &[(*const dyn AnyCntr, u64)],
         msg: &ofi::fi_msg_rma,
+        extra: u64,
     ) -> isize {
         let owed = owe_counts(bound, FI_WRITE);
+        // An inject completes when posted: not one asked to complete at delivery.
+        let inject = if extra & DELIVERY_COMPLETE != 0 {
+            0
+        } else {
+            ofi::FI_INJECT as u64
+        };
         // SAFETY: the core's own op on its endpoint, with a message without buffers.
         let ret = unsafe {
-            self.core_rma().writemsg.unwrap()(self.ep, msg, REMOTE_CQ_DATA | ofi::FI_INJECT as u64)
+            self.core_rma().writemsg.unwrap()(self.ep, msg, REMOTE_CQ_DATA | inject | extra)
         };
         if ret != 0 {
             forgive_counts(&owed);
         }
         ret
+    }
+}
+
+impl RmaEp {
+    /// Does a non-fetching atomic posted with `flags` (or, `None`, the endpoint's own) go
+    /// through [`RmaEp::atomic_delivered`]?
+    fn delivered_here(&self, flags: Option<u64>) -> bool {
+        self.delivered_by_notification && flags.unwrap_or(self.op_flags) & DELIVERY_COMPLETE != 0
+    }
+
+    /// A non-fetching atomic over shm asked to complete at delivery. shm (libfabric 2.1)
+    /// gives such an atomic an inject buffer of the target's, which both the target
+    /// (`smr_progress_inject_atomic`: no fetch, so it releases it) and the initiator
+    /// (`smr_progress_resp_entry`, on the delivery's response) put back: two later
+    /// operations then share one buffer, and their operands and results mix (a fetching add
+    /// came back with a compare-and-swap's operand; atomics added the wrong values). So the
+    /// atomic goes to the core without FI_DELIVERY_COMPLETE (inline, complete when posted),
+    /// its notification, which follows it in the target's queue, with it, and the endpoint's
+    /// FI_WRITE counters owe the atomic's own count from before it is posted: they move when
+    /// the notification is delivered, after the atomic was performed, as they would on
+    /// delivery of the atomic itself.
+    ///
+    /// # Safety
+    /// `msg` is the application's valid message; `flags` its flags.
+    unsafe fn atomic_delivered(&self, msg: &ofi::fi_msg_atomic, flags: u64) -> isize {
+        // SAFETY: set right after patch, freed after this record is unused.
+        let Some(t) = (unsafe { self.trigger.load(Ordering::Acquire).as_ref() }) else {
+            return err::EINVAL as isize;
+        };
+        let owed = owe_counts(&t.target().bound, FI_WRITE);
+        // SAFETY: the core's own op with the application's message.
+        let ret = unsafe {
+            self.core_atomic().writemsg.unwrap()(self.ep, msg, flags & !DELIVERY_COMPLETE)
+        };
+        if ret != 0 {
+            forgive_counts(&owed);
+            return ret;
+        }
+        crate::ffi_boundary! {
+            // SAFETY: its remote iovs.
+            let keys = unsafe { keys_of(msg.rma_iov, msg.rma_iov_count, |v| v.key) };
+            self.notify_with(msg.addr, keys, Kind::Write, DELIVERY_COMPLETE);
+            // The notification owes its own count now (or was refused and owes nothing): the
+            // atomic's comes when the notification is delivered.
+            forgive_counts(&owed);
+            0isize
+        }
     }
 }
 
@@ -577,13 +652,102 @@ then_notify!(read, rma, core_rma, read, Kind::Read,
 then_notify!(readv, rma, core_rma, readv, Kind::Read,
     (iov: *const libc::iovec, desc: *mut *mut c_void, count: usize, src: ofi::fi_addr_t,
      addr: u64, key: u64, context: *mut c_void), src, key);
-then_notify!(atomic_write, atomic, core_atomic, write, Kind::Write,
+then_notify!(core_atomic_write, atomic, core_atomic, write, Kind::Write,
     (buf: *const c_void, count: usize, desc: *mut c_void, dest: ofi::fi_addr_t, addr: u64,
      key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void), dest, key);
-then_notify!(atomic_writev, atomic, core_atomic, writev, Kind::Write,
+then_notify!(core_atomic_writev, atomic, core_atomic, writev, Kind::Write,
     (iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize, dest: ofi::fi_addr_t,
      addr: u64, key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void),
     dest, key);
+
+/// An atomic message of the calls without flags, for [`RmaEp::atomic_delivered`].
+#[allow(clippy::too_many_arguments)]
+fn atomic_msg(
+    iov: *const ofi::fi_ioc,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: ofi::fi_addr_t,
+    rma_iov: &ofi::fi_rma_ioc,
+    datatype: ofi::fi_datatype,
+    op: ofi::fi_op,
+    context: *mut c_void,
+) -> ofi::fi_msg_atomic {
+    ofi::fi_msg_atomic {
+        msg_iov: iov,
+        desc,
+        iov_count: count,
+        addr: dest,
+        rma_iov,
+        rma_iov_count: 1,
+        datatype,
+        op,
+        context,
+        data: 0,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_write(
+    ep: *mut ofi::fid_ep,
+    buf: *const c_void,
+    count: usize,
+    desc: *mut c_void,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: ofi::fi_datatype,
+    op: ofi::fi_op,
+    context: *mut c_void,
+) -> isize {
+    let r = record_of!(ep, atomic);
+    if !r.delivered_here(None) {
+        // SAFETY: the application's arguments.
+        return unsafe {
+            core_atomic_write(ep, buf, count, desc, dest, addr, key, datatype, op, context)
+        };
+    }
+    let ioc = ofi::fi_ioc {
+        addr: buf as *mut c_void,
+        count,
+    };
+    let mut desc = desc;
+    let rma_ioc = ofi::fi_rma_ioc { addr, count, key };
+    let msg = atomic_msg(&ioc, &mut desc, 1, dest, &rma_ioc, datatype, op, context);
+    // SAFETY: a message of the application's arguments, live across the call.
+    unsafe { r.atomic_delivered(&msg, r.op_flags) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_writev(
+    ep: *mut ofi::fid_ep,
+    iov: *const ofi::fi_ioc,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: ofi::fi_datatype,
+    op: ofi::fi_op,
+    context: *mut c_void,
+) -> isize {
+    let r = record_of!(ep, atomic);
+    if !r.delivered_here(None) {
+        // SAFETY: the application's arguments.
+        return unsafe {
+            core_atomic_writev(ep, iov, desc, count, dest, addr, key, datatype, op, context)
+        };
+    }
+    // SAFETY: the application's iocs, `count` of them.
+    let total: usize = unsafe { keys_of(iov, count, |v| v.count) }.iter().sum();
+    let rma_ioc = ofi::fi_rma_ioc {
+        addr,
+        count: total,
+        key,
+    };
+    let msg = atomic_msg(iov, desc, count, dest, &rma_ioc, datatype, op, context);
+    // SAFETY: a message of the application's arguments, live across the call.
+    unsafe { r.atomic_delivered(&msg, r.op_flags) }
+}
 then_notify!(atomic_inject, atomic, core_atomic, inject, Kind::Write,
     (buf: *const c_void, count: usize, dest: ofi::fi_addr_t, addr: u64, key: u64,
      datatype: ofi::fi_datatype, op: ofi::fi_op), dest, key);
@@ -647,6 +811,13 @@ unsafe extern "C" fn atomic_writemsg(
     flags: u64,
 ) -> isize {
     let r = record_of!(ep, atomic);
+    if r.delivered_here(Some(flags))
+        // SAFETY: the application's message (NULL checked).
+        && let Some(m) = unsafe { msg.as_ref() }
+    {
+        // SAFETY: as above.
+        return unsafe { r.atomic_delivered(m, flags) };
+    }
     // SAFETY: the core's own op, as asked.
     let ret = unsafe { r.core_atomic().writemsg.unwrap()(ep, msg, flags) };
     if ret != 0 {
