@@ -2,8 +2,9 @@
 /*
  * Remote-access counters (FI_RMA_EVENT): counters bound to an MR with FI_REMOTE_WRITE /
  * FI_REMOTE_READ, or to an endpoint for remote accesses, over a core provider
- * (FI_RSCNTR_CORE). Over tcp and tcp;ofi_rxm they are rscntr's own (the core has none that
- * count); over shm, sockets and udp;ofi_rxd the core's. Endpoint A accesses endpoint B's MRs
+ * (FI_RSCNTR_CORE). Over tcp, tcp;ofi_rxm and shm they are rscntr's own (the core has none
+ * that count, or, shm, none on MRs); over sockets and udp;ofi_rxd the core's (udp;ofi_rxd's
+ * MRs refuse counters: endpoint counters only). Endpoint A accesses endpoint B's MRs
  * (one domain, two endpoints, one AV); B's MR1 has a counter for remote writes (w1) and one
  * for remote reads (r1), its MR2 one for both (m2), B itself one for both (epB, bound to the
  * endpoint); A's local counter (txA) is bound FI_WRITE | FI_READ.

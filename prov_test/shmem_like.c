@@ -32,7 +32,12 @@
  * RSCNTR_TEST_PROV names the provider (default rscntr, over FI_RSCNTR_CORE); a core that
  * refuses SOS's hints says so ("refuses SOS's hints") and the program exits 0 (the step checks
  * which cores do). rscntr refusing them is a failure, unless the core has no RDM endpoints
- * with atomics at all (tcp). A watchdog turns a hang into a failure.
+ * with atomics at all (tcp). A counter refused on an MR (-FI_ENOSYS) where the core refuses it
+ * itself (udp;ofi_rxd offers FI_RMA_EVENT, counts remote writes per endpoint, and its MRs refuse
+ * counters; rscntr mirrors it) is said ("MR counters refused") and the rest skipped; over
+ * rscntr(shm), tcp;ofi_rxm or sockets it is a failure. SHMEM_LIKE_MANUAL=1 asks for manual progress (SOS's manual-progress
+ * build; this program then drives progress while it waits on its pipes). A watchdog turns a
+ * hang into a failure.
  */
 #include <inttypes.h>
 #include <poll.h>
@@ -226,6 +231,19 @@ static struct fid_cntr *cntr(void)
 	return c;
 }
 
+static int mr_refused;
+
+/* The cores over which rscntr must serve SOS's MR counters (its own over shm and tcp;ofi_rxm,
+ * sockets' over sockets); FI_RSCNTR_CORE unset: the first core that answers. */
+static int serves_sos(void)
+{
+	const char *core = getenv("FI_RSCNTR_CORE");
+	if (strcmp(prov, "rscntr"))
+		return !strcmp(prov, "sockets");
+	return !core || !strcmp(core, "auto") || !strcmp(core, "shm") || !strcmp(core, "sockets") ||
+	       strstr(core, ";ofi_rxm");
+}
+
 /* The heap MR (key 1) with the target counter bound, enabled where the mode says. */
 static void reg_heap(void)
 {
@@ -234,7 +252,15 @@ static void reg_heap(void)
 			    &heap_mr, NULL), 0);
 	if (!heap_mr)
 		return;
-	CHECK_RET(fi_mr_bind(heap_mr, &target->fid, FI_REMOTE_WRITE), 0);
+	int ret = fi_mr_bind(heap_mr, &target->fid, FI_REMOTE_WRITE);
+	if (ret == -FI_ENOSYS && !serves_sos()) {
+		printf(NAME ": PE %d: %s%s%s: MR counters refused (%s): skipped\n", me, prov,
+		       strcmp(prov, "rscntr") ? "" : " over ", strcmp(prov, "rscntr") ? "" : getenv("FI_RSCNTR_CORE"),
+		       fi_strerror(-ret));
+		mr_refused = 1;
+		return;
+	}
+	CHECK_RET(ret, 0);
 	if (info->domain_attr->mr_mode & FI_MR_RMA_EVENT)
 		CHECK_RET(fi_mr_enable(heap_mr), 0);
 	mine.heap_key = info->domain_attr->mr_mode & FI_MR_PROV_KEY ? fi_mr_key(heap_mr) : 1;
@@ -273,6 +299,8 @@ static int open_all(void)
 	if (!target)
 		return -1;
 	reg_heap();
+	if (mr_refused)
+		return -1;
 	uint64_t flags = info->domain_attr->mr_mode & FI_MR_RMA_EVENT ? FI_RMA_EVENT : 0;
 	CHECK_RET(fi_mr_reg(domain, data_seg, sizeof data_seg, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0,
 			    flags, &data_mr, NULL), 0);
