@@ -23,6 +23,9 @@
  * |          | SUM and fi_compare_atomic CSWAP on the heap; 64 B gets from every context      |
  * | signal   | ROUNDS rounds of ping-pong: data put, fence, flag put; the peer waits until the |
  * |          | flag in fi_cntr_wait on its target counter, then checks the data               |
+ * | idle     | PE 1 waits until a flag PE 0 puts 300 ms later: the waiting thread's CPU over   |
+ * |          | the wait stays under 10 % of it (it sleeps in fi_cntr_wait, woken by the put;  |
+ * |          | only printed over rscntr(sockets), whose waits there yield)                    |
  * | realloc  | the heap MR closed and registered anew (shmem_realloc), the counter bound       |
  * |          | again, key and address published again; puts from every context and a 1 MiB  |
  * |          | put to it                                                                      |
@@ -545,6 +548,35 @@ static void signals(void)
 	barrier();
 }
 
+/* An idle wait_until: PE 1 waits for a flag PE 0 puts 300 ms later. The waiting thread
+ * sleeps in fi_cntr_wait and the put wakes it: its CPU time over the wait stays under 10 % of
+ * the wait (a waiter that spun would burn all of it); the wait's length is only printed. */
+static void idle_wait(void)
+{
+	volatile uint64_t *flag = (volatile uint64_t *) (heap + OFF_FLAG);
+	struct ctx *x = &ctxs[0];
+	static uint64_t v = 4242;
+	barrier();
+	if (me == 0) {
+		usleep(300000);
+		put(x, &v, 8, OFF_FLAG);
+		quiet(x, "idle wait's flag");
+	} else {
+		double t0 = now_ms(), c0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
+		wait_until(flag, v);
+		double wall = now_ms() - t0, cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
+		printf(NAME ": PE 1: an idle wait_until of %.0f ms took %.1f ms of its thread's CPU\n", wall, cpu);
+		const char *core = getenv("FI_RSCNTR_CORE");
+		if (!strcmp(prov, "rscntr") && core && !strcmp(core, "sockets"))
+			printf(NAME ": PE 1: (not judged over rscntr(sockets), whose waits on a core counter "
+			       "bound to an MR yield)\n");
+		else
+			CHECK(cpu < 0.1 * wall, "the waiter of an idle wait_until spun: %.1f ms of CPU in %.0f ms",
+			      cpu, wall);
+	}
+	barrier();
+}
+
 /* shmem_realloc: the heap MR goes and comes back; the counter is bound again. */
 static void realloc_heap(void)
 {
@@ -656,6 +688,7 @@ static int pe_main(void)
 	atomics();
 	big_get();
 	signals();
+	idle_wait();
 	realloc_heap();
 	final_counts();
 	barrier();
