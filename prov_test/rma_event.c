@@ -2,8 +2,9 @@
 /*
  * Remote-access counters (FI_RMA_EVENT): counters bound to an MR with FI_REMOTE_WRITE /
  * FI_REMOTE_READ, or to an endpoint for remote accesses, over a core provider
- * (FI_RSCNTR_CORE). Over tcp and tcp;ofi_rxm they are rscntr's own (the core has none that
- * count); over shm, sockets and udp;ofi_rxd the core's. Endpoint A accesses endpoint B's MRs
+ * (FI_RSCNTR_CORE). Over tcp, tcp;ofi_rxm and shm they are rscntr's own (the core has none
+ * that count, or, shm, none on MRs); over sockets and udp;ofi_rxd the core's (udp;ofi_rxd's
+ * MRs refuse counters: endpoint counters only). Endpoint A accesses endpoint B's MRs
  * (one domain, two endpoints, one AV); B's MR1 has a counter for remote writes (w1) and one
  * for remote reads (r1), its MR2 one for both (m2), B itself one for both (epB, bound to the
  * endpoint); A's local counter (txA) is bound FI_WRITE | FI_READ.
@@ -31,7 +32,7 @@
  * |         | notifications, which the core counts as writes, are taken out of them) and end  |
  * |         | exact; deferred work waiting for the FI_WRITE counter to reach 1 does not run   |
  * |         | before the first write                                                          |
- * | close   | (rscntr's own counting only) an endpoint C closed while A's 256 MiB write to it |
+ * | close   | (rscntr's own counting over tcp and tcp;ofi_rxm) an endpoint C closed while A's 256 MiB write to it |
  * |         | is arriving closes (rxm's close crashed on such a write with remote CQ data),   |
  * |         | and A's write then completes, with or without an error                          |
  * | shmem   | what an OpenSHMEM library asks (Sandia OpenSHMEM's put and get counters, its   |
@@ -269,17 +270,22 @@ static void enable_mr(struct fid_mr *m)
 		CHECK_RET(fi_mr_enable(m), 0);
 }
 
-static struct fid_ep *endpoint(struct fid_cq *cq, struct fid_cntr *c, uint64_t flags)
+static struct fid_ep *endpoint_on(struct fid_av *on, struct fid_cq *cq, struct fid_cntr *c, uint64_t flags)
 {
 	struct fid_ep *e = NULL;
 	CHECK_RET(fi_endpoint(domain, info, &e, NULL), 0);
 	if (!e)
 		return NULL;
-	CHECK_RET(fi_ep_bind(e, &av->fid, 0), 0);
+	CHECK_RET(fi_ep_bind(e, &on->fid, 0), 0);
 	CHECK_RET(fi_ep_bind(e, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
 	if (c)
 		CHECK_RET(fi_ep_bind(e, &c->fid, flags), 0);
 	return e;
+}
+
+static struct fid_ep *endpoint(struct fid_cq *cq, struct fid_cntr *c, uint64_t flags)
+{
+	return endpoint_on(av, cq, c, flags);
 }
 
 static void test_writes(size_t size)
@@ -505,7 +511,19 @@ static void test_never_ahead(void)
 	struct fid_cntr *w = cntr(), *r = cntr(), *fired = cntr();
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT, .size = 256 };
 	CHECK_RET(fi_cq_open(domain, &ca, &cq, NULL), 0);
-	struct fid_ep *e = cq && w && r && fired ? endpoint(cq, w, FI_WRITE) : NULL;
+	/* An AV of its own, holding B alone: shm (libfabric 2.1) keeps a peer of the same process
+	 * in its AV after that peer's endpoint closed, and crashes enabling the next endpoint of
+	 * that AV (smr_exchange_all_peers): the shmem part's endpoint D wrote to B before. */
+	struct fid_av *av2 = NULL;
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 4 };
+	CHECK_RET(fi_av_open(domain, &av_attr, &av2, NULL), 0);
+	fi_addr_t to = FI_ADDR_NOTAVAIL;
+	char name[128];
+	size_t len = sizeof name;
+	CHECK_RET(fi_getname(&epB->fid, name, &len), 0);
+	if (av2)
+		CHECK_RET(fi_av_insert(av2, name, 1, &to, 0, NULL), 1);
+	struct fid_ep *e = cq && w && r && fired && av2 ? endpoint_on(av2, cq, w, FI_WRITE) : NULL;
 	if (!e)
 		goto out;
 	CHECK_RET(fi_ep_bind(e, &r->fid, FI_READ), 0);
@@ -516,7 +534,7 @@ static void test_never_ahead(void)
 	CHECK_RET(fi_control(&domain->fid, FI_QUEUE_WORK, &work), 0);
 	uint64_t pw = 0, pr = 0;
 	for (int i = 0; i < 40 && !h_failed; i++) {
-		ssize_t p = POST2(fi_read(e, bufA + LEN * 2, LEN, desc_of(mrA), addrB, raddr(mr1, buf1, buf1),
+		ssize_t p = POST2(fi_read(e, bufA + LEN * 2, LEN, desc_of(mrA), to, raddr(mr1, buf1, buf1),
 					  key_of(mr1), NULL));
 		CHECK(p == 0, "%s: fi_read returned %zd", what, p);
 		pr += p == 0;
@@ -525,7 +543,7 @@ static void test_never_ahead(void)
 		      "ran with %" PRIu64 " reads and no write posted", what, pr);
 		if (i % 8 != 7)
 			continue;
-		p = POST2(fi_write(e, bufA, BIG, desc_of(mrA), addrB, raddr(mr1, buf1, buf1), key_of(mr1), NULL));
+		p = POST2(fi_write(e, bufA, BIG, desc_of(mrA), to, raddr(mr1, buf1, buf1), key_of(mr1), NULL));
 		CHECK(p == 0, "%s: fi_write of %d B returned %zd", what, BIG, p);
 		pw += p == 0;
 		never_ahead(cq, w, r, pw, pr, what);
@@ -538,6 +556,8 @@ out:
 		CHECK_RET(fi_close(&e->fid), 0);
 	if (cq)
 		CHECK_RET(fi_close(&cq->fid), 0);
+	if (av2)
+		CHECK_RET(fi_close(&av2->fid), 0);
 	struct fid_cntr *cs[] = { w, r, fired };
 	for (size_t i = 0; i < 3; i++)
 		if (cs[i])
@@ -748,7 +768,7 @@ int main(void)
 		printf(NAME ": FI_RSCNTR_CORE=none, no endpoints: skipped\n");
 		return finish(NAME);
 	}
-	rma_emulated = is_rscntr && core && (!strcmp(core, "tcp") || strstr(core, ";ofi_rxm"));
+	rma_emulated = is_rscntr && core && (!strcmp(core, "tcp") || !strcmp(core, "shm") || strstr(core, ";ofi_rxm"));
 	printf(NAME ": provider %s, FI_RSCNTR_CORE=%s\n", prov, core ? core : "(unset)");
 	uint64_t base = FI_MSG | FI_RMA | FI_RMA_EVENT;
 	int has_atomic = 1;
@@ -837,7 +857,10 @@ int main(void)
 	test_close_unenabled();
 	if (rma_emulated) {
 		test_never_ahead();
-		test_close_mid_write();
+		/* tcp's own trouble (a write with remote CQ data still arriving at a close); over
+		 * shm, C would be enabled on the AV where B keeps the closed D (see test_never_ahead). */
+		if (strcmp(core, "shm"))
+			test_close_mid_write();
 	}
 
 	fi_close(&epA->fid);

@@ -702,3 +702,61 @@ versions_bench_smoke() {
     rm -f "$doc"
     return $rc
 }
+
+# prov_test/shmem_like.c (what Sandia OpenSHMEM's default build asks, 2 PEs) over each core
+# directly beside rscntr over it. The cores' known outcomes are asserted, so a core that changes
+# shows up: sockets runs it; shm (no automatic progress), tcp;ofi_rxm (no FI_RMA_EVENT) and tcp
+# (no atomics) refuse SOS's hints. rscntr runs it to the end over shm, sockets and tcp;ofi_rxm
+# (the same target counts as sockets directly where both run), and over tcp has nothing SOS
+# could use (no atomics). Then SOS's manual-progress build's hints over rscntr(shm) (over
+# rscntr(tcp;ofi_rxm) both PEs wait for their own puts while nothing progresses the other's
+# target endpoint: not run).
+shmem_like_side_by_side() {
+    local ok=0 out core expect
+    prov_test/run.sh --build-only || return 1
+    run_shmem_like() { # <env...>
+        env LD_LIBRARY_PATH="$LF21" FI_PROVIDER_PATH="$PROV_DIR" "$@" \
+            timeout 300 prov_test/loopback_only.sh "$ROOT/target/prov_test/shmem_like" 2>&1
+    }
+    passed() { # <output>: both PEs ran to the end, no failure
+        [ "$(grep -c ' 0 failed$' <<<"$1")" -eq 2 ] && [ "$(grep -c 'target counter' <<<"$1")" -eq 2 ] &&
+            ! grep -q FAIL <<<"$1"
+    }
+    local sockets_counts=""
+    for core in sockets shm "tcp;ofi_rxm" tcp; do
+        echo "-- $core directly"
+        out=$(run_shmem_like RSCNTR_TEST_PROV="$core")
+        echo "$out" | tail -4
+        case $core in
+            sockets)
+                if passed "$out"; then
+                    sockets_counts=$(grep -o 'PE [01]: target counter [0-9]*' <<<"$out" | sort)
+                else
+                    echo "  sockets directly no longer runs it: revisit"; ok=1
+                fi ;;
+            *)
+                [ "$(grep -c "refuses SOS's hints" <<<"$out")" -eq 2 ] &&
+                    echo "  $core directly refuses SOS's hints, as expected" ||
+                    { echo "  $core directly no longer refuses SOS's hints: revisit"; ok=1; } ;;
+        esac
+        echo "-- rscntr over $core"
+        out=$(run_shmem_like FI_RSCNTR_CORE="$core")
+        echo "$out" | grep -v '^shmem_like: rscntr, fabric' | tail -6
+        if [ "$core" = tcp ]; then
+            [ "$(grep -c 'no RDM endpoints with atomics' <<<"$out")" -eq 2 ] ||
+                { echo "  rscntr over tcp: expected 'no RDM endpoints with atomics'"; ok=1; }
+        elif ! passed "$out"; then
+            echo "  rscntr over $core did not run it to the end"; ok=1
+        elif [ "$core" = sockets ] &&
+            [ "$(grep -o 'PE [01]: target counter [0-9]*' <<<"$out" | sort)" != "$sockets_counts" ]; then
+            echo "  rscntr over sockets counted otherwise than sockets directly: $sockets_counts"; ok=1
+        fi
+    done
+    for core in shm; do
+        echo "-- rscntr over $core, manual progress (SHMEM_LIKE_MANUAL=1)"
+        out=$(run_shmem_like FI_RSCNTR_CORE="$core" SHMEM_LIKE_MANUAL=1)
+        echo "$out" | grep -v '^shmem_like: rscntr, fabric' | tail -4
+        passed "$out" || { echo "  rscntr over $core, manual progress, did not run it to the end"; ok=1; }
+    done
+    return $ok
+}

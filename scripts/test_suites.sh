@@ -32,6 +32,7 @@ suite progress "automatic progress, each core beside rscntr"
 suite selection "every way of selecting rscntr"
 suite debian "the Debian packages, installed in a trixie root and a bookworm root"
 suite hosts "hosts on this machine (namespaces, shaped links): MPI across hosts, link cuts, faults"
+suite shmem "what an OpenSHMEM library asks (prov_test/shmem_like.c, Sandia OpenSHMEM's shape): each core directly beside rscntr over it"
 
 step quick,rust "cargo fmt --check" timeout 120 cargo fmt --all -- --check
 step quick,rust "cargo clippy" timeout 1200 cargo clippy --release --all-targets --quiet -- -D warnings
@@ -180,3 +181,8 @@ step_alone hosts "faults mid-run across two hosts, the core directly beside rscn
     timeout 300 prov_test/net/faults.sh
 
 step selection "every way of selecting rscntr: infos named rscntr (libfabric 2.1, 2.1 debug, 2.5.1)" selection_routes_all
+# An OpenSHMEM-shaped client (prov_test/shmem_like.c): remote-access counters on MRs over shm
+# (rscntr's own: shm's MRs refuse a counter), contexts with put and get counters, large
+# transfers, atomics, wait_until asleep on the target counter, the heap MR registered anew.
+step prov,shmem "shmem_like.c (Sandia OpenSHMEM's hints, MR mode and calls, 2 PEs): sockets directly beside rscntr over it (same counts), rscntr runs it over shm and tcp;ofi_rxm, whose cores refuse the hints (asserted, with tcp's), and over shm with manual progress" \
+    shmem_like_side_by_side

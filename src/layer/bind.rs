@@ -173,12 +173,12 @@ pub unsafe fn patch_ep(
                 .flatten();
             *(*b).bell.lock() = EpBell::below(ep, bell, home.peers.clone());
         }
-        if rma {
+        if let Some(events) = &home.rma {
             let op_flags = core_info
                 .as_ref()
                 .and_then(|i| i.tx_attr.as_ref())
                 .map_or(0, |t| t.op_flags);
-            (*b).rma_ep = RmaEp::patch(ep, &home.deferred, op_flags);
+            (*b).rma_ep = RmaEp::patch(ep, &home.deferred, events, op_flags, core);
         }
         if trigger || rma {
             (*b).trigger = TriggerEp::patch(ep, home);

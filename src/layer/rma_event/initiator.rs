@@ -1,7 +1,8 @@
 //! The initiator's side of rscntr's remote-access counters (`target.rs`): the rma and
 //! atomic tables of an endpoint in a domain whose remote accesses rscntr counts.
 //!
-//! - a write of at most [`NOTIFY_AFTER`] bytes (256 KiB) carries its notification as remote CQ data:
+//! - a write of at most [`NOTIFY_AFTER`] bytes (256 KiB; over shm, of any length: see
+//!   [`split_after`]) carries its notification as remote CQ data:
 //!   `write`, `writev`, `writemsg` and `inject` become the core's `writedata`, `writemsg` and
 //!   `injectdata`; the application's own remote CQ data (`writedata`, `injectdata`,
 //!   FI_REMOTE_CQ_DATA) rides in the same word, whatever the size;
@@ -20,7 +21,7 @@
 //! Over 600 lines: the endpoint's record and the table entries it installs, which call back
 //! into it; apart, the two files would import each other.
 
-use super::target::{Kind, encode};
+use super::target::{Kind, RmaEvents, encode};
 use crate::boundary::ffi::{copy_table, err, iov_len, ours_where_the_core_has};
 use crate::cntr::AnyCntr;
 use crate::layer::trigger::deferred::{Deferred, Target};
@@ -33,6 +34,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 const REMOTE_CQ_DATA: u64 = ofi::FI_REMOTE_CQ_DATA as u64;
+const DELIVERY_COMPLETE: u64 = ofi::FI_DELIVERY_COMPLETE as u64;
 /// What a notification (a write of nothing) is counted as at its initiator.
 const FI_WRITE: u64 = ofi::FI_WRITE as u64;
 /// Notifications outstanding on an endpoint from which its poster reads their completions.
@@ -51,6 +53,21 @@ const DRAIN_AT: usize = 64;
 /// the (narrower) window, as an application's own `fi_writedata` over the core has it.
 pub const NOTIFY_AFTER: usize = 256 << 10;
 
+/// The length past which a write over `core` goes as the core's write and a notification
+/// after it ([`NOTIFY_AFTER`]). shm: never. Its target reports a write with remote CQ data
+/// only once the data is in place, whatever the protocol (inline, CMA, or the SAR buffers it
+/// uses when CMA is not allowed), and the crash the split avoids is tcp's. A second message
+/// would even cost a wait there: after a SAR transfer shm refuses every operation toward that
+/// peer (-FI_EAGAIN) until the peer has taken all of it, so the notification could only be
+/// posted once the target had progressed.
+pub fn split_after(core: &str) -> usize {
+    if core == "shm" {
+        usize::MAX
+    } else {
+        NOTIFY_AFTER
+    }
+}
+
 /// An endpoint's rma and atomic tables (its table pointers point into this record).
 #[repr(C)]
 pub struct RmaEp {
@@ -62,7 +79,14 @@ pub struct RmaEp {
     /// The endpoint's default transmit flags (its info's), for the calls without flags that
     /// become `writemsg`.
     op_flags: u64,
+    /// Writes longer than this go as the core's write and a notification ([`split_after`]).
+    split: usize,
+    /// shm: a non-fetching atomic asked to complete at delivery goes without
+    /// FI_DELIVERY_COMPLETE, its notification with it ([`RmaEp::atomic_delivered`]).
+    delivered_by_notification: bool,
     deferred: *const Deferred,
+    /// The domain's remote-access counters, which outlive its endpoints.
+    events: *const RmaEvents,
     /// The endpoint's bookkeeping of bound counters and CQs (always made for these
     /// endpoints), set right after this record.
     trigger: AtomicPtr<TriggerEp>,
@@ -79,8 +103,15 @@ impl RmaEp {
     ///
     /// # Safety
     /// `ep` is an open core endpoint of the domain whose deferred operations are `deferred`;
-    /// `op_flags` its default transmit flags.
-    pub unsafe fn patch(ep: *mut ofi::fid_ep, deferred: &Deferred, op_flags: u64) -> *mut RmaEp {
+    /// `op_flags` its default transmit flags; `core` the core's name; `events` the domain's
+    /// remote-access counters.
+    pub unsafe fn patch(
+        ep: *mut ofi::fid_ep,
+        deferred: &Deferred,
+        events: &RmaEvents,
+        op_flags: u64,
+        core: &str,
+    ) -> *mut RmaEp {
         // SAFETY: a valid endpoint whose table pointers are NULL or valid.
         unsafe {
             let e = &mut *ep;
@@ -91,7 +122,10 @@ impl RmaEp {
                 core_atomic: e.atomic,
                 ep,
                 op_flags,
+                split: split_after(core),
+                delivered_by_notification: core == "shm",
                 deferred,
+                events,
                 trigger: AtomicPtr::new(std::ptr::null_mut()),
             });
             ours_where_the_core_has!(
@@ -178,16 +212,27 @@ impl RmaEp {
 
     /// Notifies `dest` of an access of `kind` to each MR of `keys` (once per MR).
     fn notify(&self, dest: ofi::fi_addr_t, keys: impl IntoIterator<Item = u64>, kind: Kind) {
+        self.notify_with(dest, keys, kind, 0);
+    }
+
+    /// As [`RmaEp::notify`], the notifications posted with `extra` flags too.
+    fn notify_with(
+        &self,
+        dest: ofi::fi_addr_t,
+        keys: impl IntoIterator<Item = u64>,
+        kind: Kind,
+        extra: u64,
+    ) {
         let mut seen: Vec<u64> = Vec::new();
         for key in keys {
             if !seen.contains(&key) {
                 seen.push(key);
-                self.notify_one(dest, key, kind);
+                self.notify_one(dest, key, kind, extra);
             }
         }
     }
 
-    fn notify_one(&self, dest: ofi::fi_addr_t, key: u64, kind: Kind) {
+    fn notify_one(&self, dest: ofi::fi_addr_t, key: u64, kind: Kind, extra: u64) {
         // SAFETY: set right after patch, freed after this record is unused.
         let Some(t) = (unsafe { self.trigger.load(Ordering::Acquire).as_ref() }) else {
             return;
@@ -211,16 +256,19 @@ impl RmaEp {
             t.settle_deferred(Duration::ZERO);
         }
         let tx = t.transmit_filter();
-        Self::retry(t, || match tx {
+        self.retry(t, || match tx {
             // SAFETY: a message without buffers; the domain's deferred operations.
-            Some(_) => unsafe { self.post_notification(&target, &msg) },
-            None => self.inject_notification(&target.bound, &msg),
+            Some(_) => unsafe { self.post_notification(&target, &msg, extra) },
+            None => self.inject_notification(&target.bound, &msg, extra),
         });
     }
 
     /// Posts a notification with `post` until the core takes it (-FI_EAGAIN: retried for
-    /// up to 1 s, the endpoint's transmit CQ progressed meanwhile); a refusal is logged.
-    fn retry(t: &TriggerEp, mut post: impl FnMut() -> isize) -> isize {
+    /// up to 1 s, the endpoint's transmit CQ progressed meanwhile, and every endpoint of the
+    /// domain: the target may be one of them, whose progress the core waits for, as shm
+    /// refuses every operation toward a peer while a SAR transfer to it, such as a read where
+    /// CMA is not allowed, is not all taken); a refusal is logged.
+    fn retry(&self, t: &TriggerEp, mut post: impl FnMut() -> isize) -> isize {
         let deadline = Instant::now() + Duration::from_secs(1);
         let mut nap = Duration::from_micros(20);
         let tx = t.transmit_filter();
@@ -248,6 +296,8 @@ impl RmaEp {
                 // SAFETY: the domain's filters live until it closes.
                 unsafe { (*f).progress() };
             }
+            // SAFETY: the domain's record outlives its endpoints.
+            unsafe { (*self.events).drive() };
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(1));
         }
@@ -279,7 +329,7 @@ impl RmaEp {
             let owed = owe_counts(&bound, FI_WRITE);
             let data = encode(Kind::Write, key, 0);
             // SAFETY: the core's own op on its endpoint; no bytes to copy.
-            let ret = Self::retry(t, || unsafe {
+            let ret = self.retry(t, || unsafe {
                 inject(self.ep, std::ptr::null(), 0, data, dest, addr, key)
             });
             if ret != 0 {
@@ -293,14 +343,19 @@ impl RmaEp {
     ///
     /// # Safety
     /// `msg` has no buffers; `target` is this endpoint with the core's tables.
-    unsafe fn post_notification(&self, target: &Target<'_>, msg: &ofi::fi_msg_rma) -> isize {
+    unsafe fn post_notification(
+        &self,
+        target: &Target<'_>,
+        msg: &ofi::fi_msg_rma,
+        extra: u64,
+    ) -> isize {
         // SAFETY: no arrays to copy.
         let mut op = unsafe { Op::rma(msg, true) };
         // SAFETY: set right after patch.
         let t = unsafe { &*self.trigger.load(Ordering::Acquire) };
         t.hold_deferred();
         // SAFETY: the domain's record; the endpoint is held.
-        match unsafe { (*self.deferred).post(target, &mut op, REMOTE_CQ_DATA, None) } {
+        match unsafe { (*self.deferred).post(target, &mut op, REMOTE_CQ_DATA | extra, None) } {
             Ok(()) => 0,
             Err(()) => {
                 t.deferred_done();
@@ -316,16 +371,70 @@ impl RmaEp {
         &self,
         bound: &[(*const dyn AnyCntr, u64)],
         msg: &ofi::fi_msg_rma,
+        extra: u64,
     ) -> isize {
         let owed = owe_counts(bound, FI_WRITE);
+        // An inject completes when posted: not one asked to complete at delivery.
+        let inject = if extra & DELIVERY_COMPLETE != 0 {
+            0
+        } else {
+            ofi::FI_INJECT as u64
+        };
         // SAFETY: the core's own op on its endpoint, with a message without buffers.
         let ret = unsafe {
-            self.core_rma().writemsg.unwrap()(self.ep, msg, REMOTE_CQ_DATA | ofi::FI_INJECT as u64)
+            self.core_rma().writemsg.unwrap()(self.ep, msg, REMOTE_CQ_DATA | inject | extra)
         };
         if ret != 0 {
             forgive_counts(&owed);
         }
         ret
+    }
+}
+
+impl RmaEp {
+    /// Does a non-fetching atomic posted with `flags` (or, `None`, the endpoint's own) go
+    /// through [`RmaEp::atomic_delivered`]?
+    fn delivered_here(&self, flags: Option<u64>) -> bool {
+        self.delivered_by_notification && flags.unwrap_or(self.op_flags) & DELIVERY_COMPLETE != 0
+    }
+
+    /// A non-fetching atomic over shm asked to complete at delivery. shm (libfabric 2.1)
+    /// gives such an atomic an inject buffer of the target's, which both the target
+    /// (`smr_progress_inject_atomic`: no fetch, so it releases it) and the initiator
+    /// (`smr_progress_resp_entry`, on the delivery's response) put back: two later
+    /// operations then share one buffer, and their operands and results mix (a fetching add
+    /// came back with a compare-and-swap's operand; atomics added the wrong values). So the
+    /// atomic goes to the core without FI_DELIVERY_COMPLETE (inline, complete when posted),
+    /// its notification, which follows it in the target's queue, with it, and the endpoint's
+    /// FI_WRITE counters owe the atomic's own count from before it is posted: they move when
+    /// the notification is delivered, after the atomic was performed, as they would on
+    /// delivery of the atomic itself.
+    ///
+    /// # Safety
+    /// `msg` is the application's valid message; `flags` its flags.
+    unsafe fn atomic_delivered(&self, msg: &ofi::fi_msg_atomic, flags: u64) -> isize {
+        // SAFETY: set right after patch, freed after this record is unused.
+        let Some(t) = (unsafe { self.trigger.load(Ordering::Acquire).as_ref() }) else {
+            return err::EINVAL as isize;
+        };
+        let owed = owe_counts(&t.target().bound, FI_WRITE);
+        // SAFETY: the core's own op with the application's message.
+        let ret = unsafe {
+            self.core_atomic().writemsg.unwrap()(self.ep, msg, flags & !DELIVERY_COMPLETE)
+        };
+        if ret != 0 {
+            forgive_counts(&owed);
+            return ret;
+        }
+        crate::ffi_boundary! {
+            // SAFETY: its remote iovs.
+            let keys = unsafe { keys_of(msg.rma_iov, msg.rma_iov_count, |v| v.key) };
+            self.notify_with(msg.addr, keys, Kind::Write, DELIVERY_COMPLETE);
+            // The notification owes its own count now (or was refused and owes nothing): the
+            // atomic's comes when the notification is delivered.
+            forgive_counts(&owed);
+            0isize
+        }
     }
 }
 
@@ -370,7 +479,7 @@ unsafe extern "C" fn write(
     context: *mut c_void,
 ) -> isize {
     let r = record_of!(ep, rma);
-    if len > NOTIFY_AFTER {
+    if len > r.split {
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret =
             unsafe { r.core_rma().write.unwrap()(ep, buf, len, desc, dest, addr, key, context) };
@@ -398,7 +507,7 @@ unsafe extern "C" fn writev(
     let r = record_of!(ep, rma);
     // SAFETY: the application's iovs, `count` of them.
     let len = unsafe { iov_len(iov, count) };
-    if len > NOTIFY_AFTER {
+    if len > r.split {
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret =
             unsafe { r.core_rma().writev.unwrap()(ep, iov, desc, count, dest, addr, key, context) };
@@ -436,7 +545,7 @@ unsafe extern "C" fn writemsg(
         };
         if flags & REMOTE_CQ_DATA == 0 {
             // SAFETY: the application's iovs, `iov_count` of them.
-            if unsafe { iov_len(m.msg_iov, m.iov_count) } > NOTIFY_AFTER {
+            if unsafe { iov_len(m.msg_iov, m.iov_count) } > r.split {
                 // SAFETY: the core's own op, as asked.
                 let ret = unsafe { r.core_rma().writemsg.unwrap()(ep, msg, flags) };
                 // SAFETY: its remote iovs.
@@ -469,7 +578,7 @@ unsafe extern "C" fn inject(
     key: u64,
 ) -> isize {
     let r = record_of!(ep, rma);
-    if len > NOTIFY_AFTER {
+    if len > r.split {
         // SAFETY: the core's own op (present: only then is this installed), as asked.
         let ret = unsafe { r.core_rma().inject.unwrap()(ep, buf, len, dest, addr, key) };
         return r.then_notify(ret, dest, [(addr, key)]);
@@ -543,13 +652,102 @@ then_notify!(read, rma, core_rma, read, Kind::Read,
 then_notify!(readv, rma, core_rma, readv, Kind::Read,
     (iov: *const libc::iovec, desc: *mut *mut c_void, count: usize, src: ofi::fi_addr_t,
      addr: u64, key: u64, context: *mut c_void), src, key);
-then_notify!(atomic_write, atomic, core_atomic, write, Kind::Write,
+then_notify!(core_atomic_write, atomic, core_atomic, write, Kind::Write,
     (buf: *const c_void, count: usize, desc: *mut c_void, dest: ofi::fi_addr_t, addr: u64,
      key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void), dest, key);
-then_notify!(atomic_writev, atomic, core_atomic, writev, Kind::Write,
+then_notify!(core_atomic_writev, atomic, core_atomic, writev, Kind::Write,
     (iov: *const ofi::fi_ioc, desc: *mut *mut c_void, count: usize, dest: ofi::fi_addr_t,
      addr: u64, key: u64, datatype: ofi::fi_datatype, op: ofi::fi_op, context: *mut c_void),
     dest, key);
+
+/// An atomic message of the calls without flags, for [`RmaEp::atomic_delivered`].
+#[allow(clippy::too_many_arguments)]
+fn atomic_msg(
+    iov: *const ofi::fi_ioc,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: ofi::fi_addr_t,
+    rma_iov: &ofi::fi_rma_ioc,
+    datatype: ofi::fi_datatype,
+    op: ofi::fi_op,
+    context: *mut c_void,
+) -> ofi::fi_msg_atomic {
+    ofi::fi_msg_atomic {
+        msg_iov: iov,
+        desc,
+        iov_count: count,
+        addr: dest,
+        rma_iov,
+        rma_iov_count: 1,
+        datatype,
+        op,
+        context,
+        data: 0,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_write(
+    ep: *mut ofi::fid_ep,
+    buf: *const c_void,
+    count: usize,
+    desc: *mut c_void,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: ofi::fi_datatype,
+    op: ofi::fi_op,
+    context: *mut c_void,
+) -> isize {
+    let r = record_of!(ep, atomic);
+    if !r.delivered_here(None) {
+        // SAFETY: the application's arguments.
+        return unsafe {
+            core_atomic_write(ep, buf, count, desc, dest, addr, key, datatype, op, context)
+        };
+    }
+    let ioc = ofi::fi_ioc {
+        addr: buf as *mut c_void,
+        count,
+    };
+    let mut desc = desc;
+    let rma_ioc = ofi::fi_rma_ioc { addr, count, key };
+    let msg = atomic_msg(&ioc, &mut desc, 1, dest, &rma_ioc, datatype, op, context);
+    // SAFETY: a message of the application's arguments, live across the call.
+    unsafe { r.atomic_delivered(&msg, r.op_flags) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_writev(
+    ep: *mut ofi::fid_ep,
+    iov: *const ofi::fi_ioc,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: ofi::fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: ofi::fi_datatype,
+    op: ofi::fi_op,
+    context: *mut c_void,
+) -> isize {
+    let r = record_of!(ep, atomic);
+    if !r.delivered_here(None) {
+        // SAFETY: the application's arguments.
+        return unsafe {
+            core_atomic_writev(ep, iov, desc, count, dest, addr, key, datatype, op, context)
+        };
+    }
+    // SAFETY: the application's iocs, `count` of them.
+    let total: usize = unsafe { keys_of(iov, count, |v| v.count) }.iter().sum();
+    let rma_ioc = ofi::fi_rma_ioc {
+        addr,
+        count: total,
+        key,
+    };
+    let msg = atomic_msg(iov, desc, count, dest, &rma_ioc, datatype, op, context);
+    // SAFETY: a message of the application's arguments, live across the call.
+    unsafe { r.atomic_delivered(&msg, r.op_flags) }
+}
 then_notify!(atomic_inject, atomic, core_atomic, inject, Kind::Write,
     (buf: *const c_void, count: usize, dest: ofi::fi_addr_t, addr: u64, key: u64,
      datatype: ofi::fi_datatype, op: ofi::fi_op), dest, key);
@@ -613,6 +811,13 @@ unsafe extern "C" fn atomic_writemsg(
     flags: u64,
 ) -> isize {
     let r = record_of!(ep, atomic);
+    if r.delivered_here(Some(flags))
+        // SAFETY: the application's message (NULL checked).
+        && let Some(m) = unsafe { msg.as_ref() }
+    {
+        // SAFETY: as above.
+        return unsafe { r.atomic_delivered(m, flags) };
+    }
     // SAFETY: the core's own op, as asked.
     let ret = unsafe { r.core_atomic().writemsg.unwrap()(ep, msg, flags) };
     if ret != 0 {

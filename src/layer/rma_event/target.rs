@@ -36,9 +36,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-/// Cores whose remote-access counters rscntr provides itself.
+/// Cores whose remote-access counters rscntr provides itself: tcp (counts nothing per MR),
+/// `ofi_rxm` (has none), shm (counts per endpoint only: its MRs refuse a counter's bind).
 pub fn emulated(core: &str) -> bool {
-    core == "tcp" || core.ends_with(";ofi_rxm")
+    core == "tcp" || core == "shm" || core.ends_with(";ofi_rxm")
 }
 
 /// The remote CQ data an application keeps on these cores (its `cq_data_size`).
@@ -277,6 +278,18 @@ impl RmaEvents {
         // SAFETY: the arrivals counter's feed lives until the domain closes, after every
         // counter bound to one of its MRs (the domain refuses to close before).
         Some(unsafe { &**p })
+    }
+
+    /// Drives the progress of every endpoint of the domain once, through the arrivals
+    /// counter's core counter (bound to each of them), when all of them are enabled (util
+    /// cores crash progressing an endpoint that is not). For an initiator whose notification
+    /// waits for a target of its own domain (`initiator.rs`, `RmaEp::retry`).
+    pub fn drive(&self) {
+        if let Some(a) = self.arrivals_feed()
+            && a.live()
+        {
+            a.sync(&Nothing, false);
+        }
     }
 
     /// Reads the domain's CQs: notifications are counted as the filters take them out.
