@@ -479,7 +479,7 @@ unsafe fn bind_arrivals(
             None => {
                 let mut attr = ofi::fi_cntr_attr {
                     events: ofi::fi_cntr_events_FI_CNTR_EVENTS_COMP,
-                    wait_obj: ofi::fi_wait_obj_FI_WAIT_NONE,
+                    wait_obj: ofi::fi_wait_obj_FI_WAIT_UNSPEC,
                     wait_set: std::ptr::null_mut(),
                     flags: 0,
                 };
