@@ -757,6 +757,19 @@ shmem_like_side_by_side() {
         out=$(run_shmem_like FI_RSCNTR_CORE="$core" SHMEM_LIKE_MANUAL=1)
         echo "$out" | grep -v '^shmem_like: rscntr, fabric' | tail -4
         passed "$out" || { echo "  rscntr over $core, manual progress, did not run it to the end"; ok=1; }
+
+# What an OpenSHMEM library asks of rscntr's remote-write counters over tcp;ofi_rxm and tcp
+# (prov_test/shmem_target.c, Sandia OpenSHMEM's shape): the remote-write counter counts every
+# put exactly behind a backlog of gets' notifications and for 4 MiB puts and gets, and a waiter
+# on it sleeps (its CPU printed, under 10 %); then with SHMEM_TARGET_CTXS=12, endpoints with
+# counters of their own on the same domain.
+shmem_target_over_cores() { # <libdir>
+    local lib=$1 ok=0 core
+    prov_test/run.sh --build-only || return 1
+    for core in "tcp;ofi_rxm" tcp; do
+        echo "-- shmem_target over rscntr($core)"
+        LD_LIBRARY_PATH=$lib FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core SHMEM_TARGET_CTXS=12 \
+            timeout 300 prov_test/loopback_only.sh "$ROOT/target/prov_test/shmem_target" || ok=1
     done
     return $ok
 }

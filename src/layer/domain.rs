@@ -477,18 +477,13 @@ unsafe fn bind_arrivals(
         match *a {
             Some(c) => c,
             None => {
-                // Over shm, a wait object: waits on it sleep on the domain's doorbell, which
-                // the peers' writes ring (`wait/ring.rs`); without one they would yield
-                // between progress calls, a whole CPU per waiter. Elsewhere they sleep on the
-                // core's own wait (tcp's progress fd, rxm's wait set) as it is.
-                let wait_obj = if layered.home.plan == super::wait::Plan::Bell {
-                    ofi::fi_wait_obj_FI_WAIT_UNSPEC
-                } else {
-                    ofi::fi_wait_obj_FI_WAIT_NONE
-                };
+                // A wait object, so that waits on it sleep instead of yielding between
+                // progress calls (a whole CPU per waiter): over shm on the domain's doorbell,
+                // which the peers' writes ring (`wait/ring.rs`); elsewhere on the core's own
+                // wait (tcp's progress fd, rxm's wait set).
                 let mut attr = ofi::fi_cntr_attr {
                     events: ofi::fi_cntr_events_FI_CNTR_EVENTS_COMP,
-                    wait_obj,
+                    wait_obj: ofi::fi_wait_obj_FI_WAIT_UNSPEC,
                     wait_set: std::ptr::null_mut(),
                     flags: 0,
                 };

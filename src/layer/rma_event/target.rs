@@ -292,14 +292,14 @@ impl RmaEvents {
         }
     }
 
-    /// Reads the domain's CQs: notifications are counted as the filters take them out.
-    /// False when the domain has none.
+    /// Reads the domain's CQs to the end (see [`CqFilter::drain`]): notifications are
+    /// counted as the filters take them out. False when the domain has none.
     fn fill(&self) -> bool {
         // Held across the reads: counting a notification takes the other locks only.
         let filters = self.filters.lock();
         for &f in filters.iter() {
             // SAFETY: the domain's filters live until it closes.
-            unsafe { (*(f as *const CqFilter)).fill() };
+            unsafe { (*(f as *const CqFilter)).drain() };
         }
         !filters.is_empty()
     }

@@ -248,7 +248,7 @@ impl CqFilter {
         src: *mut ofi::fi_addr_t,
     ) -> isize {
         // SAFETY: the caller's contract.
-        unsafe { self.read_core_until(st, buf, count, src, true) }
+        unsafe { self.read_core_until(st, buf, count, src, true, &mut 0) }
     }
 
     /// [`CqFilter::read_core`]; `until_kept`: read again while the core's entries were all
@@ -264,6 +264,7 @@ impl CqFilter {
         count: usize,
         src: *mut ofi::fi_addr_t,
         until_kept: bool,
+        read: &mut usize,
     ) -> isize {
         // The core's entries are larger than the application's: read them apart (on the
         // stack for the few a poll reads, as a remote-access counter's does).
@@ -289,6 +290,7 @@ impl CqFilter {
                 }
                 return n;
             }
+            *read = n.max(0) as usize;
             if n <= 0
                 || self.notes.is_none() && self.outstanding().count() == 0 && st.entries.is_empty()
             {
@@ -580,19 +582,19 @@ impl CqFilter {
         unsafe { self.read_core(st, buf, count, src) }
     }
 
-    /// The watcher's read (and a remote-access counter's, `rma_event/`): the application's
-    /// entries go to the stash.
-    pub fn fill(&self) {
+    /// The watcher's read: one read of the core's CQ, whose application entries go to the
+    /// stash. True when the core filled the read (it may hold more).
+    pub fn fill(&self) -> bool {
         let _open = self.closing().read_recursive();
         let mut st = self.stash();
         if self.closed.load(Ordering::Acquire) {
-            return;
+            return false;
         }
         // Marked kept before the core is read: a read that finds the mark clear reads the core
         // before this does, so the application's entries keep their order.
         self.kept.store(true, Ordering::Release);
         if !st.errs.is_empty() {
-            return;
+            return false;
         }
         const N: usize = 16;
         // Aligned for the entries' fields; no entry format is larger than 64 bytes.
@@ -605,13 +607,26 @@ impl CqFilter {
         } else {
             std::ptr::null_mut()
         };
+        let mut read = 0;
         // SAFETY: room for N entries and addresses.
-        let n = unsafe { self.read_core_until(&mut st, buf.as_mut_ptr(), N, srcp, false) };
+        let n =
+            unsafe { self.read_core_until(&mut st, buf.as_mut_ptr(), N, srcp, false, &mut read) };
         for i in 0..n.max(0) as usize {
             let e = buf[i * self.entry..(i + 1) * self.entry].to_vec();
             st.entries
                 .push_back((e, if use_src { src[i] } else { FI_ADDR_NOTAVAIL }));
         }
+        read == N
+    }
+
+    /// A remote-access counter's read: reads the core's CQ until it holds nothing more
+    /// (application entries to the stash). One read of a few entries is not enough: a
+    /// waiter sleeps until the core reports a new arrival, so a notification left behind a
+    /// backlog in the CQ (the notifications of a peer's many reads, which count nothing here)
+    /// would be counted only after the next arrival, which may never come (Sandia
+    /// OpenSHMEM's barrier after a loop of gets over tcp;ofi_rxm waited for ever).
+    pub fn drain(&self) {
+        while self.fill() {}
     }
 
     /// The application's readerr.
