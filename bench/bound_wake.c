@@ -31,9 +31,9 @@
  * The sender's transmit completions go to a CQ (FI_WAIT_NONE, read without blocking), the same
  * object with and without rscntr, so the only difference measured is the receive counter.
  * -Q (a quiet sender): the sender's receive counter has no wait object (FI_WAIT_NONE), so nothing
- * of the sender waits (over rscntr(shm): a domain that never waits, issue 48); in the pingpong it
+ * of the sender waits (over rscntr(shm): a domain that never waits); in the pingpong it
  * reads that counter, yielding between reads, instead of waiting on it.
- * -F (answers, issue 48): the idle wake waits for an answer instead of a message. Per sample the
+ * -F (answers): the idle wake waits for an answer instead of a message. Per sample the
  * receiver posts a fetching atomic (FI_SUM of 1 on a u64 in the sender's registered buffer)
  * and waits on its counter, bound FI_RECV | FI_READ (a fetching atomic completes on FI_READ
  * counters); the sender, told so, idles as above without driving its endpoint, notes its clock

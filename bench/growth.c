@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * Cost growth (issue 18): how the cost of counters grows with their number, with the number of
+ * Cost growth: how the cost of counters grows with their number, with the number of
  * threads waiting in one domain, and with the number of endpoints bound to one counter. The
  * same program runs with -p <core> (the core's own counters) and -p rscntr (FI_RSCNTR_CORE).
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * One kernel wake between two processes, the yardstick of issue 27's goal for the idle wake
+ * One kernel wake between two processes, the yardstick of the goal for the idle wake
  * over shm ("within one kernel wake of the core's spinning median"): the shape of
  * bound_wake.c's idle wake without libfabric. The process forks; the parent blocks in recv() on
  * an AF_UNIX datagram socket; the child idles I ms (plus a random 0-1 ms) after the parent says
@@ -9,7 +9,7 @@
  * (CLOCK_THREAD_CPUTIME_ID) from just before its recv() to just after.
  *
  * With -c, every other sample is two wakes in turn, the shape of a completion for a waiter that
- * does not lead a room over tcp (issue 26): the thread woken by the datagram wakes a second
+ * does not lead a room over tcp: the thread woken by the datagram wakes a second
  * thread of the parent, asleep in futex(2) as a follower is (event_listener parks on a futex),
  * and goes on. Latency = the second thread's clock when it returns from its sleep - the time in
  * the datagram; CPU = both threads' CPU time across their sleeps. The two kinds alternate, so the

@@ -385,7 +385,7 @@ def bound_part(hosts=False):
              f"{rtt['median']} µs and a p99 of {rtt['p99']} µs (UDP, `netprobe`)" if "median" in rtt else "") +
             ". The wake latency therefore includes one one-way trip (the message leaves the sender "
             "after its timestamp) and a pingpong round trip two; both processes still read the "
-            "same `CLOCK_MONOTONIC`. The goals are the loopback ones (issue 18): rscntr's idle "
+            "same `CLOCK_MONOTONIC`. The goals are the loopback ones: rscntr's idle "
             "wake median ≤ 1.1× the core's, p99 ≤ 1.5×, CPU per idle wait ≤ 2×, for each wait "
             "object, against the core's counter of that wait object or, where the core refuses "
             "it, the core's UNSPEC counter. shm does not cross hosts; there is no loaded "
@@ -513,7 +513,7 @@ def bound_part(hosts=False):
                           " | ".join(fmt_ratio(x) for x in r) + " |")
         md.append("")
 
-        # targets of issue 10
+        # the targets
         def add(core, name, value, limit, text):
             ok = None if value is None else value <= limit
             for t in targets:
@@ -529,7 +529,7 @@ def bound_part(hosts=False):
                                      status(v, core, "rscntr", w_r, field) or
                                      status(v, core, via_c, w_c, field) or "—")
             if hosts:
-                # issue 18: the three loopback goals for every wait object, against the core's
+                # the three loopback goals for every wait object, against the core's
                 # own counter of that wait object, or its UNSPEC one where it has none
                 for w in waits:
                     ref = w
@@ -567,7 +567,7 @@ def bound_part(hosts=False):
                     add(core, f"{w.upper()} counter pingpong ≤ 1.05× the core's {w.upper()}",
                         x, 1.05, t)
 
-    md.append(f"### {'Goals (issue 18)' if hosts else 'Targets (issue 10)'}, from these ratios\n")
+    md.append(f"### {'Goals' if hosts else 'Targets'}, from these ratios\n")
     hdr = "| core | target | " + " | ".join(f"{d.split(':')[0]} | met" for _, d in variants) + " |"
     md.append(hdr)
     md.append("|---|---|" + "---|---|" * len(variants))

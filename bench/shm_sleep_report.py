@@ -152,7 +152,7 @@ def main():
                               reps, "waiters" in modes, f"{n} waiters {v}", missing)
                for n in nwaiters for v in variants}
 
-    # ---- 2b: a sender whose domain never waits (issue 48); "both" for bound_wake is the wake
+    # ---- 2b: a sender whose domain never waits; "both" for bound_wake is the wake
     # part's bell run
     qwake = {v: gather(raw, f"quiet-wake-{v}-{{r}}.txt", parse_wake, ("cpu_pct", "med", "p99"), reps,
                        "quiet" in modes, f"quiet sender wake {v}", missing) for v in qvariants}
@@ -162,7 +162,7 @@ def main():
                             reps, "quiet" in modes, f"quiet sender, {n} waiters {v}", missing)
              for n in qwaiters for v in qvariants + ["both"]}
 
-    # ---- 2c: answers (issue 48): the sender's domain never waits ("quiet") or waits ("waits")
+    # ---- 2c: answers: the sender's domain never waits ("quiet") or waits ("waits")
     asamples = max(int(meta.get("samples", "3")) // 3, 1)
     answ = {(v, t): gather(raw, f"answers-{v}-{t}-{{r}}.txt", parse_wake, ("cpu_pct", "med", "p99"), reps,
                            "answers" in modes, f"answers {v}, sender {t}", missing)
@@ -278,7 +278,7 @@ def main():
         L.append("")
 
     if "quiet" in modes:
-        L += ["## A sender whose domain never waits (issue 48)", "",
+        L += ["## A sender whose domain never waits", "",
               "The receiver as above; the sender's domain has no counter or CQ with a wait object "
               "(`bench/bound_wake.c -Q`: its receive counter `FI_WAIT_NONE`, read in a loop in "
               "the pingpong; `bench/growth.c` without `-R`: its CQ `FI_WAIT_NONE`). Beside it, "
@@ -302,7 +302,7 @@ def main():
         L.append("")
 
     if "answers" in modes:
-        L += ["## Answers: what the sender's progress makes (issue 48)", "",
+        L += ["## Answers: what the sender's progress makes", "",
               f"`bench/bound_wake.c -F -w unspec`, {asamples} samples a run: the receiver posts a "
               "fetching atomic (`FI_SUM` of 1 on a u64 the sender registered), tells the sender, and "
               "sleeps in `fi_cntr_wait` on its counter (bound `FI_RECV | FI_READ`); the sender idles "
@@ -401,7 +401,7 @@ def main():
     if missing:
         L += ["## Runs without a number", ""] + [f"- {m}" for m in missing] + [""]
 
-    # issue 27's figures, up front (bold: past its goal); the benchmark decides nothing
+    # the idle-wake figures, up front (bold: past its goal); the benchmark decides nothing
     G = []
     if "wake" in modes and wake["bell"]["cpu_pct"] is not None:
         c = wake["bell"]["cpu_pct"]
@@ -437,7 +437,7 @@ def main():
         G.append("- oversubscribed, aggregate messages per second, doorbell against shm directly: " + ", ".join(parts)
                  + "; against FI_RSCNTR_SHM_BELL=0: "
                  + ", ".join(f"{n} pairs {rfmt(ratio(over[n, 'bell']['agg'], over[n, 'nobell']['agg']))}" for n in pairs))
-    # issue 48's: a sender whose domain never waits
+    # a sender whose domain never waits
     Q = []
     if "quiet" in modes and "bell" in qwake and qwake["bell"].get("med") is not None:
         k = kwake["med"]

@@ -13,7 +13,7 @@
  * rscntr thread may be running meanwhile. With FI_RSCNTR_TEST_STUCK_FD=1 (the core's fd
  * stays readable; rscntr's leader naps between looks) its CPU time alone says whether it
  * spins: a thread woken from a nap on a loaded machine waits for a CPU in state R. Over shm,
- * which has nothing to block on, rscntr's doorbell is (issue 27): its waiters must be asleep
+ * which has nothing to block on, rscntr's doorbell is what they block on: its waiters must be asleep
  * too, in futex for fi_cntr_wait (FI_RSCNTR_SHM_BELL=0: they yield as shm's own do, and only
  * the wake is checked). Each endpoint sends to itself, so from the second on the domain's own
  * bell is mapped as a peer's (as in an MPI job, whose ranks have their own address in their

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * Sends a closing endpoint had queued still leave (issue 29): a sender injects N messages to a
+ * Sends a closing endpoint had queued still leave: a sender injects N messages to a
  * receiver in another domain of the same process and closes its endpoint at once, without a
  * single progress call of its own; the receiver then reads its CQ for the N messages.
  *

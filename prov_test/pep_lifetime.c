@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * The info rscntr opens a core object with lives as long as the object (issue 29): a passive
+ * The info rscntr opens a core object with lives as long as the object: a passive
  * endpoint listens over rscntr(core), and connection requests arrive after fi_passive_ep has
  * returned. sockets keeps a shallow copy of the info its passive endpoint was opened with and
  * duplicates the attrs it points to for every connection request (in its connection-management

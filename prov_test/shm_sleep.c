@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * A waiter over rscntr(shm) sleeps and is woken by its peer (issue 27; FI_RSCNTR_CORE=shm,
+ * A waiter over rscntr(shm) sleeps and is woken by its peer (FI_RSCNTR_CORE=shm,
  * otherwise nothing to test). Every part runs fresh processes, this program run again as
  * children ("child" mode): a peer P and a waiter W, each with its own fabric, domain and
  * endpoints over rscntr(shm), their addresses (and W's MR) exchanged through pipes by the
@@ -34,7 +34,7 @@
  * | plain     | P is shm itself (FI_PROVIDER=shm, no rscntr): W (FI_LOG_LEVEL=info) wakes on  |
  * |           | P's send while P is only in W's AV, then again after W sent to P; by the end  |
  * |           | its log says `does not ring` exactly once (which phase said it is printed)    |
- * | nowait    | P's counters and CQ have no wait object (its domain never waits; issue 48);  |
+ * | nowait    | P's counters and CQ have no wait object (its domain never waits);  |
  * |           | W (FI_LOG_LEVEL=info) asleep on: 3 messages (one waiter), 3 waiters on one    |
  * |           | counter (P's burst), a remote write, an atomic, after W sent P a message (P's  |
  * |           | record says it rings); then fresh pairs with W's FD counter in poll() and W's |
@@ -44,7 +44,7 @@
  * | answers   | P only polls its CQ (every ms), its domain never waiting, then waiting but not  |
  * |           | now; W sleeps on its own FI_READ counter for fetching atomics (FI_SUM u64) and  |
  * |           | reads toward P: counts, fetched values and P's sum exact; W's log never says   |
- * |           | `does not ring` (P's CQ reads rang every answer; issue 48)                     |
+ * |           | `does not ring` (P's CQ reads rang every answer)                     |
  * | killed    | P SIGKILLed while W is armed (2 s): W's wait -FI_ETIMEDOUT, W closes, exits 0 |
  * | garbage   | after a clean round, while W is armed (3 s), the parent overwrites every bell |
  * |           | file W made (/dev/shm/rscntr_bell_<uid>_*, made during W's setup) with random |
@@ -1346,7 +1346,7 @@ static void part_plain(void)
 	}
 }
 
-/* ---- 5b. nowait: the peer's domain never waits (issue 48) ---------------------------------- */
+/* ---- 5b. nowait: the peer's domain never waits ---------------------------------- */
 /* W's log (FI_LOG_LEVEL=info) after the rounds: rings came from a peer whose own counters and CQ
  * have no wait object, so W's waits never learnt that a peer does not ring. */
 static void nowait_log_check(struct kid *W, const char *what)
@@ -1440,7 +1440,7 @@ static void part_nowait(void)
 	}
 }
 
-/* ---- 5c. answers: the target's progress answers (issue 48) -------------------------------- */
+/* ---- 5c. answers: the target's progress answers -------------------------------- */
 /* W waits on its own FI_READ counter for operations toward P that only P's progress answers:
  * fetching atomics and reads. P only polls its CQ (every millisecond), its domain never waiting
  * ("none") or waiting but not now ("unspec"). P's CQ reads must ring W (W asked P to, through

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cost growth (issue 18, bench/growth.c): counters per domain (open, bind, close time and memory
+# Cost growth (bench/growth.c): counters per domain (open, bind, close time and memory
 # per counter, bound and unbound), waiters per domain (one completion: wake latency, CPU of the
 # window around it, how many other waiters woke; beside one kernel wake and two in turn,
 # bench/kernel_wake.c) and endpoints per counter (the same, the cost of fi_cntr_read and the

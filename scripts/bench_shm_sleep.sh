@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Waits that sleep over shm (issue 27): over shm, side by side in one run, interleaved and
+# Waits that sleep over shm: over shm, side by side in one run, interleaved and
 # repeated, as ratios:
 #   bell    rscntr(shm) as built (the doorbell between rscntr processes: its default)
 #   nobell  rscntr(shm) with FI_RSCNTR_SHM_BELL=0 (waits yield between progress calls, as before)
@@ -12,11 +12,11 @@
 #      socket, the yardstick of the goal "within one kernel wake"); then N threads waiting in one
 #      process (bench/growth.c -m waiters, each on its own counter and endpoint): their CPU over
 #      an idle window and the wake latency of one completion;
-# 2b.  (issue 48) the same with a sender whose domain never waits (mode "quiet"): bound_wake -Q
+# 2b.  the same with a sender whose domain never waits (mode "quiet"): bound_wake -Q
 #      (the sender's counter FI_WAIT_NONE) and growth -m waiters without -R (the sender's CQ
 #      FI_WAIT_NONE), with 1, 32 and 64 waiters (-q), rscntr as built ("bell") and at -b REV
 #      ("base"), beside both sides waiting (the wake part's bell run; growth -R, "both");
-# 2c.  (issue 48) answers (mode "answers"): bound_wake -F, the receiver asleep on its counter for a
+# 2c.  answers (mode "answers"): bound_wake -F, the receiver asleep on its counter for a
 #      fetching atomic's answer, made by the sender's one CQ read after its idle time, the sender's
 #      domain never waiting (-Q, "quiet") or waiting ("waits"); rscntr as built ("bell") and at
 #      -b REV ("base"); a third of -n samples;
@@ -172,7 +172,7 @@ has waiters && for rep in $(seq 1 "$REPS"); do
     done
 done
 
-# ---- 2b: a sender whose domain never waits (issue 48) -----------------------------------------
+# ---- 2b: a sender whose domain never waits -----------------------------------------
 # bell and base with the quiet sender (bound_wake -Q; growth without -R); "both": bell with a
 # sender that waits (growth -R; for bound_wake, the wake part's bell run is the reference)
 QVARIANTS="bell${BASE:+ base}"
@@ -200,7 +200,7 @@ has quiet && for rep in $(seq 1 "$REPS"); do
     done
 done
 
-# ---- 2c: answers (issue 48) -------------------------------------------------------------------
+# ---- 2c: answers -------------------------------------------------------------------
 # bound_wake -F: what the receiver waits for is made by the sender's progress (its CQ read), not
 # sent; at base a sender whose domain waits rang nobody (the receiver slept until its bound).
 ASAMPLES=$((SAMPLES / 3 > 0 ? SAMPLES / 3 : 1))

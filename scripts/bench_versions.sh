@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rscntr beside each core on every libfabric runtime the registries give this project (issue 45):
+# rscntr beside each core on every libfabric runtime the registries give this project:
 # bench/bound_wake.c, built once against Debian 12's libfabric 1.17 headers so that the same
 # binary runs on 1.17.0, 1.22.0 and 2.1.0; over each core that runtime has with RDM endpoints,
 # the core directly (its own counter) and rscntr over it, FI_WAIT_UNSPEC receive counters: the

@@ -156,7 +156,7 @@ done
     { cat "$W/shlibdeps.log"; die "dpkg-shlibdeps failed"; }
 grep -v 'binaries to analyze should already be installed' "$W/shlibdeps.log" >&2 || true
 log "trixie: $(cat "$W/debian/librscntr-fi.substvars")"
-# One package for Debian 12 too (issue 46): the DSO loads into libfabric from 1.17 on, so the
+# One package for Debian 12 too: the DSO loads into libfabric from 1.17 on, so the
 # control file asks libfabric1 (>= 1.17); the same computation against bookworm's symbols files
 # (its libfabric1 1.17, libc6, libgcc-s1) must give the same Depends, and bookworm's libfabric
 # must scan the same directory, or this package would not be bookworm's too.

@@ -118,7 +118,7 @@ else
     fail "Open MPI opened $opened counter(s) and bound none"
 fi
 
-# Debian 12 (issue 46): Debian's Open MPI 4.1 runs mpi_rscntr.c and rma_heavy.c (MPI_Put,
+# Debian 12: Debian's Open MPI 4.1 runs mpi_rscntr.c and rma_heavy.c (MPI_Put,
 # MPI_Accumulate, MPI_Win_flush, ...) with the mtl ofi over each core directly, then over rscntr
 # on it (FI_RSCNTR_CORE). rscntr must pass every run its core passes; a run the core fails too
 # is listed with its reason (Open MPI 4.1's mtl asks FI_REMOTE_COMM, which shm lacks).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fabtests' MSG endpoint tests over rscntr(sockets) under valgrind memcheck (issue 29): server and
+# fabtests' MSG endpoint tests over rscntr(sockets) under valgrind memcheck: server and
 # client each under valgrind (prov_test/valgrind.supp, definite leaks are errors), in a
 # loopback-only namespace of their own (prov_test/loopback_only.sh: fabtests' default port,
 # nobody else's). Every test must pass on both sides with no memcheck error. Before rscntr kept

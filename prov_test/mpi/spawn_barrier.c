@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * A dynamic process under MPI_THREAD_MULTIPLE (issue 29): the parent (one rank) spawns one
+ * A dynamic process under MPI_THREAD_MULTIPLE: the parent (one rank) spawns one
  * child, the same program, on MPI_COMM_SELF and enters MPI_Barrier on the intercommunicator;
  * the child enters MPI_Barrier on its parent communicator. Then one message each way over the
  * intercommunicator, checked, and both disconnect. Over rscntr(sockets) under

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A dynamic process over rscntr (issue 29): prov_test/mpi/spawn_barrier.c with the MPICH wheel,
+# A dynamic process over rscntr: prov_test/mpi/spawn_barrier.c with the MPICH wheel,
 # one rank that spawns one child on MPI_COMM_SELF, a barrier on the intercommunicator, a message
 # each way, under MPI_THREAD_MULTIPLE and again under MPI_Init ("single"), over each core MPICH
 # runs on (tcp, shm, sockets, tcp;ofi_rxm) directly and over rscntr on it. Each mpiexec runs

@@ -1,4 +1,4 @@
-//! Answers over shm ring their askers (issue 48). Some operations complete at their initiator
+//! Answers over shm ring their askers. Some operations complete at their initiator
 //! only when the target's progress has answered them: a read's data, a fetching or compare
 //! atomic's result, a send or write past shm's inject size or asked with FI_DELIVERY_COMPLETE
 //! (`ring.rs`, `answered_len`). That progress runs inside the target application's own calls (a
@@ -19,7 +19,7 @@
 //! ran; what came during the call is rung after the next one.
 //!
 //! A target that answers nobody pays one load per CQ read. A ring is per asker and per count
-//! seen, not per poll: a ring back after every CQ read (tried, issue 48) woke every armed waiter
+//! seen, not per poll: a ring back after every CQ read (tried) woke every armed waiter
 //! of every mapped peer on every poll. An answer that takes more than one of the target's
 //! progress calls (a long send whose receive is not posted yet; SAR copies where CMA is not
 //! allowed) may be rung before it is made: the asker then sleeps until its bound, and its domain falls back to
