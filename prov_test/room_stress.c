@@ -162,7 +162,7 @@ static void run(struct fi_info *info, const char *core)
 
 	/* The waiters' counters first: over shm, an endpoint the domain enables before it has a
 	 * counter that waits has no doorbell, and the domain's waits fall back to re-checking every
-	 * 1 ms (src/layer/wait/bell.rs) instead of sleeping until rung. */
+	 * 1 ms (src/layer/doorbell/bell.rs) instead of sleeping until rung. */
 	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP,
 					  .wait_obj = fd_mode ? FI_WAIT_FD : FI_WAIT_UNSPEC };
 	for (int i = 0; i < nw; i++)
@@ -205,7 +205,7 @@ static void run(struct fi_info *info, const char *core)
 				     FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION), 0);
 		/* Over shm, every eighth counter is bound after its endpoint's fi_enable: the
 		 * endpoint's doorbell name carries no slot of its, so its waiter sleeps in the
-		 * domain's room while the others sleep on their own slots (src/layer/wait/bell.rs,
+		 * domain's room while the others sleep on their own slots (src/layer/doorbell/bell.rs,
 		 * SlotBlocker): both ways in one domain. */
 		int late = i % 8 == 7 && strcmp(core, "shm") == 0;
 		if (!late)

@@ -68,7 +68,7 @@ USER_PAGES = ["man/fi_rscntr.7.md"]
 # The phrase is matched in the document's text with its whitespace collapsed.
 SETTINGS = {
     "README.md": [
-        ("plain shm peers: re-checks every 1 ms", "src/layer/wait/bell.rs"),
+        ("plain shm peers: re-checks every 1 ms", "src/layer/doorbell/bell.rs"),
         ("≥ every 10 ms", "src/layer/wait/blocker.rs"),
     ],
     "man/fi_rscntr.7.md": [
@@ -77,10 +77,10 @@ SETTINGS = {
         ("re-check at least every 10 ms for rxd's retransmission timers", "src/layer/wait/blocker.rs"),
         ("its waits re-check every 1 ms", "src/layer/wait/blocker.rs"),
         ("over that counter then re-check every 1 ms", "src/layer/wait/blocker.rs"),
-        ("50 µs of progress calls (yielding)", "src/layer/wait/bell.rs"),
-        ("waits re-check every 1 ms, logged once", "src/layer/wait/bell.rs"),
-        ("sends and writes past 4096 bytes", "src/layer/wait/ring.rs"),
-        ("no sleep lasts longer than 50 ms (1 s on a waiter's own bit)", "src/layer/wait/bell.rs"),
+        ("50 µs of progress calls (yielding)", "src/layer/doorbell/bell.rs"),
+        ("waits re-check every 1 ms, logged once", "src/layer/doorbell/bell.rs"),
+        ("sends and writes past 4096 bytes", "src/layer/doorbell/ring.rs"),
+        ("no sleep lasts longer than 50 ms (1 s on a waiter's own bit)", "src/layer/doorbell/bell.rs"),
         ("then sleeps from 2 µs doubling up to", "src/engine/backoff.rs"),
         ("polls the armed counters from 1 µs doubling up to the same cap", "src/engine/watcher.rs"),
         ("*FI_RSCNTR_HW_POLL_US* (100 µs by default)", "src/boundary/params.rs"),
@@ -98,7 +98,7 @@ SETTINGS = {
         ("pull at least every 50 ms", "src/boundary/versions.rs"),
         ("with one it naps 1 ms between looks", "src/layer/wait/blocker.rs"),
         ("at most 50 ms at a time", "src/boundary/versions.rs"),
-        ("shm's inject size (4096 bytes)", "src/layer/wait/ring.rs"),
+        ("shm's inject size (4096 bytes)", "src/layer/doorbell/ring.rs"),
     ],
 }
 

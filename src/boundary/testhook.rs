@@ -22,7 +22,7 @@
 //!   progress fd, a core wait set's fd) they poll an eventfd signalled once and never drained
 //!   instead: a core whose fd stays readable whatever its progress does.
 //! - `FI_RSCNTR_TEST_SLOT_UNBOUNDED=1`: a waiter asleep on its own slot of shm's doorbell
-//!   (`layer/wait/bell.rs`, `SlotBlocker`) sleeps until rung or its own deadline, without the
+//!   (`layer/doorbell/bell.rs`, `SlotBlocker`) sleeps until rung or its own deadline, without the
 //!   slot's 1 s bound: a ring the slot protocol loses leaves it asleep until its timeout, which
 //!   `prov_test/room_stress.c` counts as a lost wake (the bound would hide it).
 //!

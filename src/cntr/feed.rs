@@ -78,7 +78,7 @@ pub trait Feed: Send + Sync {
         false
     }
     /// Over shm's doorbell: this feed's bit in the hints a ringing peer leaves (see
-    /// `layer/wait/bell.rs`); 0 elsewhere.
+    /// `layer/doorbell/bell.rs`); 0 elsewhere.
     fn bell_hint(&self) -> u128 {
         0
     }

@@ -1,5 +1,10 @@
 //! The counter: a [`Store`] (two values), plus the machinery to wake whoever waits on them.
 //!
+//! One file past 600 lines on purpose: the mutations, the waits (a software wait, a leader
+//! over a blocker, its followers), `trywait`'s fd arming and the watcher's re-arming all read
+//! and write one word, `wake`, and the argument that no wakeup is lost (below) is about all
+//! of them at once; `tests/loom_wait.rs` model-checks them together, on this file's code.
+//!
 //! # Wake protocol
 //! Every mutation (add, adderr, set, seterr) is a `SeqCst` atomic write followed by one `SeqCst`
 //! load of `wake`. `wake` is zero unless somebody may be asleep: bit 0 is set while an FD is

@@ -67,7 +67,7 @@ pub fn note_woken_other() {
 }
 
 /// How many times this thread's mutations woke another thread (see [`note_woken_other`]):
-/// the doorbell's leader yields to a waiter its pull woke (`layer/wait/bell.rs`).
+/// the doorbell's leader yields to a waiter its pull woke (`layer/doorbell/bell.rs`).
 #[inline]
 pub fn woken_others_here() -> u64 {
     WOKEN_OTHERS.with(Cell::get)

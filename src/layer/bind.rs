@@ -8,7 +8,7 @@ use super::rma_event::RmaEp;
 use super::trigger::CqFilter;
 use super::trigger::alias;
 use super::trigger::{TriggerEp, WorkHome};
-use super::wait::ring::EpBell;
+use super::doorbell::ring::EpBell;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
 use crate::boundary::versions;
@@ -53,7 +53,7 @@ struct Binder {
     bound: Mutex<Bound>,
     /// Endpoints: the core AV bound here (where a ringing endpoint looks its peers up).
     av: std::sync::atomic::AtomicPtr<ofi::fid_av>,
-    /// Endpoints of a domain that waits over shm: the doorbell's part (`wait/ring.rs`), made
+    /// Endpoints of a domain that waits over shm: the doorbell's part (`doorbell/ring.rs`), made
     /// at FI_ENABLE, dropped after the core closed the endpoint.
     bell: Mutex<Option<EpBell>>,
 }
@@ -164,7 +164,7 @@ pub unsafe fn patch_ep(
         (*b).flush_passes = flush_passes(core, core_info, 0);
         if (trigger || rma) && home.plan == super::wait::Plan::Bell {
             // Over shm: ringing tables under the ones installed next, which call them as the
-            // core's (`wait/ring.rs`); in a domain that waits, with its bell, published at
+            // core's (`doorbell/ring.rs`); in a domain that waits, with its bell, published at
             // FI_ENABLE.
             let bell = home
                 .waits_seen
@@ -674,7 +674,7 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
 /// The doorbell of an endpoint about to be enabled over shm: the domain's bell, published under
 /// the endpoint's address, when the domain waits; otherwise none (the domain's waits learn that
 /// an endpoint of theirs is not rung), and a name file saying that the endpoint rings its
-/// peers' bells (`wait/ring.rs`).
+/// peers' bells (`doorbell/ring.rs`).
 ///
 /// # Safety
 /// `ep` is an open core endpoint of the domain of `home`.
@@ -683,8 +683,8 @@ unsafe fn publish_bell(
     ep: *mut ofi::fid_ep,
     hints: u128,
 ) -> (
-    Option<std::sync::Arc<super::wait::bell::BellBlocker>>,
-    Option<super::wait::bell::NameFile>,
+    Option<std::sync::Arc<super::doorbell::bell::BellBlocker>>,
+    Option<super::doorbell::bell::NameFile>,
 ) {
     let waits = home.waits();
     if !home.waits_seen.load(std::sync::atomic::Ordering::Acquire) {
@@ -733,7 +733,7 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
         // bind_core_fid) sees whether the core has enabled the endpoint.
         let mut enabling = (command as u32 == ofi::FI_ENABLE).then(|| b.bound.lock());
         // Over shm: the doorbell published before the core enables, in a domain that waits;
-        // ringing tables after, in every domain (`wait/ring.rs`).
+        // ringing tables after, in every domain (`doorbell/ring.rs`).
         // SAFETY: the home outlives its endpoints.
         let home = unsafe { &*b.home };
         let bell = match &enabling {

@@ -6,15 +6,15 @@
 //! core CQ has an entry, after `fi_trywait` armed it (yielding between polls, as shm's waits
 //! do, only while armed). Reads, writes and everything else stay the core's own.
 //!
-//! Over shm's doorbell (`wait/bell.rs`) an FD CQ hands out an epoll set holding its eventfd and
+//! Over shm's doorbell (`doorbell/bell.rs`) an FD CQ hands out an epoll set holding its eventfd and
 //! the doorbell's socket, and `fi_trywait` arms the socket: a peer's ring makes the fd readable
 //! whoever drives the core, as an FD counter's does. (The watcher alone could not: it may drive
 //! the core only in `FI_THREAD_SAFE` domains, and fabtests' `-c fd` asks `FI_THREAD_DOMAIN`.)
 
 use super::home::CoreHome;
 use super::interpose::close_through_core;
-use super::wait::bell::BellBlocker;
-use super::wait::ring_cq;
+use super::doorbell::bell::BellBlocker;
+use super::doorbell::ring_cq;
 use super::wait::{CqOpenFn, Plan, epoll_add_shared, epoll_set};
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook::{self, Op};
@@ -47,7 +47,7 @@ pub struct LayeredCq {
     /// socket.
     fd_set: Option<OwnedFd>,
     signaled: AtomicBool,
-    /// Over shm, the domain's doorbell (`wait/bell.rs`): waits sleep on it instead of yielding.
+    /// Over shm, the domain's doorbell (`doorbell/bell.rs`): waits sleep on it instead of yielding.
     bell: Option<std::sync::Arc<BellBlocker>>,
     /// The kicks of the threads asleep in this CQ's sread on the doorbell, for `fi_cq_signal`.
     sleeping: std::sync::Mutex<Vec<std::os::fd::RawFd>>,
@@ -56,7 +56,7 @@ pub struct LayeredCq {
 /// Opens a core CQ; when the core refuses the wait object, opens it without one and emulates.
 ///
 /// Over shm, the CQ's reads then ring the peers that asked the domain for answers
-/// (`wait/ring_cq.rs`).
+/// (`doorbell/ring_cq.rs`).
 ///
 /// # Safety
 /// As fi_cq_open; `home` is the domain's and outlives the CQ.
@@ -215,7 +215,7 @@ impl LayeredCq {
 /// `fid` is a readable fid.
 pub unsafe fn is_emulated(fid: *mut ofi::fid) -> bool {
     // By the registry, not the fid's close: other patches go over this one's tables (a CQ's
-    // answering tables over shm, `wait/ring_cq.rs`; a deferred-work filter).
+    // answering tables over shm, `doorbell/ring_cq.rs`; a deferred-work filter).
     // SAFETY: a readable fid.
     (unsafe { (*fid).fclass }) as u32 == ofi::FI_CLASS_CQ
         && PATCHED.lock().contains_key(&(fid as usize))
@@ -361,7 +361,7 @@ unsafe extern "C" fn cq_control(fid: *mut ofi::fid, command: c_int, arg: *mut c_
 fn sread_loop(l: &LayeredCq, timeout: c_int, mut read: impl FnMut() -> isize) -> isize {
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     let mut backoff = Backoff::default();
-    // Over the doorbell: pulled (yielding) a while, then asleep on it (see `wait/bell.rs`).
+    // Over the doorbell: pulled (yielding) a while, then asleep on it (see `doorbell/bell.rs`).
     let sleep_after = l
         .bell
         .as_ref()
@@ -485,7 +485,7 @@ unsafe extern "C" fn cq_signal(cq: *mut ofi::fid_cq) -> c_int {
             crate::engine::signal_raw(*k);
         }
         if let Some(bell) = &l.bell {
-            // They sleep in a futex on the doorbell's word (`wait/bell.rs`).
+            // They sleep in a futex on the doorbell's word (`doorbell/bell.rs`).
             bell.kick_sleepers();
         }
         0

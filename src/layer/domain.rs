@@ -144,8 +144,8 @@ pub unsafe fn patch(
     // domains.
     cntr::hw::state();
     let core = fabric.core.to_string_lossy();
-    let peers = std::sync::Arc::new(wait::peers::DomainPeers::default());
-    let answers = std::sync::Arc::new(wait::answers::DomainAnswers::new(peers.clone()));
+    let peers = std::sync::Arc::new(super::doorbell::peers::DomainPeers::default());
+    let answers = std::sync::Arc::new(super::doorbell::answers::DomainAnswers::new(peers.clone()));
     // SAFETY: the core's domain is valid.
     unsafe {
         let d = &mut *dom;
@@ -479,7 +479,7 @@ unsafe fn bind_arrivals(
             None => {
                 // A wait object, so that waits on it sleep instead of yielding between
                 // progress calls (a whole CPU per waiter): over shm on the domain's doorbell,
-                // which the peers' writes ring (`wait/ring.rs`); elsewhere on the core's own
+                // which the peers' writes ring (`doorbell/ring.rs`); elsewhere on the core's own
                 // wait (tcp's progress fd, rxm's wait set).
                 let mut attr = ofi::fi_cntr_attr {
                     events: ofi::fi_cntr_events_FI_CNTR_EVENTS_COMP,

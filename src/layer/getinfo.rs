@@ -109,7 +109,7 @@ fn remember_fabric(name: &str, core: &str) {
 /// cleanup, before libfabric unloads rscntr).
 pub fn release() {
     *FABRIC_CORES.lock() = None;
-    super::wait::bell::uninstall_cleanup();
+    super::doorbell::bell::uninstall_cleanup();
 }
 
 pub fn core_of_fabric(name: &str) -> Option<String> {

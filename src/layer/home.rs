@@ -4,9 +4,9 @@
 use super::progress::{self, DrivenDomain};
 use super::rma_event::RmaEvents;
 use super::trigger::Deferred;
-use super::wait::answers::DomainAnswers;
-use super::wait::bell::BellBlocker;
-use super::wait::peers::DomainPeers;
+use super::doorbell::answers::DomainAnswers;
+use super::doorbell::bell::BellBlocker;
+use super::doorbell::peers::DomainPeers;
 use super::wait::{CntrOpenFn, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set};
 use crate::cntr::{CntrHome, Slots};
 use crate::engine::progress::Driven;
@@ -35,16 +35,16 @@ pub struct CoreHome {
     pub cq_open: CqOpenFn,
     /// The domain's progress-fd blocker, shared by its counters, made at the first bind.
     pub progress: Mutex<Option<Arc<FdBlocker>>>,
-    /// The domain's doorbell over shm (`wait/bell.rs`), made at the first use.
+    /// The domain's doorbell over shm (`doorbell/bell.rs`), made at the first use.
     pub bell: Mutex<Option<Arc<BellBlocker>>>,
-    /// The peers the domain's endpoints have mapped over shm (`wait/peers.rs`): rung by
+    /// The peers the domain's endpoints have mapped over shm (`doorbell/peers.rs`): rung by
     /// whoever completes work toward them, whether this domain waits or not.
     pub peers: Arc<DomainPeers>,
-    /// What the domain's progress answers its peers over shm (`wait/answers.rs`), whether this
+    /// What the domain's progress answers its peers over shm (`doorbell/answers.rs`), whether this
     /// domain waits or not.
     pub answers: Arc<DomainAnswers>,
     /// A counter or CQ with a wait object was opened in the domain: its endpoints enabled from
-    /// now on publish a doorbell and ring their peers' (`wait/ring.rs`).
+    /// now on publish a doorbell and ring their peers' (`doorbell/ring.rs`).
     pub waits_seen: std::sync::atomic::AtomicBool,
     /// An endpoint was enabled over shm before the domain waited (see `CoreWaits::unbelled`).
     pub unbelled: std::sync::atomic::AtomicBool,

@@ -17,8 +17,11 @@
 //!
 //! - `hooks.rs`: what binding a counter asks of the capabilities (`BindHook`), asked by
 //!   `bind.rs` once each, in one pass; a floor below them all;
-//! - `wait/`: how a bound counter sleeps: what a waiter sleeps on for each core, a bound
-//!   counter's core counter (its feed), taking in its counts, arming it;
+//! - `doorbell/`: how a waiter over shm sleeps in the kernel: a waiting domain's bell, rung by
+//!   every rscntr endpoint over shm after its operations toward that domain, and by a target's
+//!   progress for what only it answers; a floor below `wait/`;
+//! - `wait/`: how a bound counter sleeps: what a waiter sleeps on for each core (over shm, the
+//!   doorbell), a bound counter's core counter (its feed), taking in its counts, arming it;
 //! - `trigger/`: counter-driven work: triggered operations on FI_TRIGGER endpoints, the
 //!   operations as rscntr holds them, aliases, the deferred work queue, and the CQ filter that
 //!   keeps deferred completions from the application;
@@ -47,6 +50,7 @@ mod interpose;
 
 mod hooks;
 
+mod doorbell;
 mod progress;
 mod rma_event;
 mod trigger;

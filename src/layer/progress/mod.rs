@@ -108,7 +108,7 @@ pub fn arm_idle(home: &impl DrivenDomain) -> bool {
     let waits = home.waits();
     let bell = waits.bell.lock().clone();
     if let Some(b) = bell {
-        // The doorbell over shm (`wait/bell.rs`): armed for a sleep on its socket, then
+        // The doorbell over shm (`doorbell/bell.rs`): armed for a sleep on its socket, then
         // (false) the thread drives once more before it sleeps.
         return b.arm_socket();
     }

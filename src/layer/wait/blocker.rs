@@ -14,9 +14,9 @@
 //! event or by rscntr's interrupt (an eventfd beside the core's fd, or an increment of the
 //! core counter).
 
-use super::answers::DomainAnswers;
-use super::bell::BellBlocker;
-use super::peers::DomainPeers;
+use crate::layer::doorbell::answers::DomainAnswers;
+use crate::layer::doorbell::bell::BellBlocker;
+use crate::layer::doorbell::peers::DomainPeers;
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook;
 use crate::boundary::versions::{self, Api, Counting};

@@ -8,7 +8,7 @@
 //! [`open_core_cntr`]: what the core blocks on, that opened, the core counter opened on it,
 //! then armed ([`new_feed`]).
 
-use super::bell::{BellBlocker, Progressed, SlotBlocker};
+use crate::layer::doorbell::bell::{BellBlocker, Progressed, SlotBlocker};
 use super::blocker::{
     self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Held, Plan,
 };
@@ -78,7 +78,7 @@ pub struct CoreFeed {
     bound_late_to_bell: AtomicBool,
     /// Over shm, the domain's peers: a read that drives the core rings those that asked it
     /// for answers (`answers.rs`).
-    answering: Option<Arc<super::answers::DomainAnswers>>,
+    answering: Option<Arc<crate::layer::doorbell::answers::DomainAnswers>>,
 }
 
 /// What a core counter is opened with as its context (`fi_peer_cntr_context`), kept with it.

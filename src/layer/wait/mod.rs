@@ -7,25 +7,14 @@
 //!   blockers: a core fd, the core counter's own wait);
 //! - `feed.rs`: a bound counter's core counter (a `Feed`), opened at the first bind with its
 //!   bound wait, taking in what the core counted, armed for `fi_trywait`;
-//! - `reads.rs`: how often a read drives the core's progress;
-//! - `bell.rs`, `bell_files.rs`, `peer_bell.rs`, `peers.rs`, `ring.rs`, `answers.rs`,
-//!   `ring_cq.rs`: the doorbell over shm, which has nothing to block on: a waiter's domain
-//!   publishes a bell (`bell.rs`, made of `bell_files.rs`), every rscntr endpoint over shm rings
-//!   its peers' after operations toward them (`peer_bell.rs`, `peers.rs`, `ring.rs`), and a domain's progress rings the peers that asked it
-//!   what only that progress answers (`answers.rs`; around CQ reads, `ring_cq.rs`);
-//! - `registry.rs`: records found by fid where another patch's table is in front.
+//! - `reads.rs`: how often a read drives the core's progress.
+//!
+//! Over shm, which has nothing to block on, waiters sleep on the doorbell (`layer/doorbell/`,
+//! the room below this one).
 
-pub mod answers;
-pub mod bell;
-mod bell_files;
 mod blocker;
 mod feed;
-mod peer_bell;
-pub mod peers;
 mod reads;
-mod registry;
-pub mod ring;
-pub mod ring_cq;
 
 pub use blocker::{
     CntrOpenFn, CntrWaitBlocker, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, core_counting,

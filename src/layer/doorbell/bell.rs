@@ -867,8 +867,8 @@ mod tests {
         let name = bell
             .publish(addr.as_bytes(), BellBlocker::hint_of(slots[1]))
             .expect("published");
-        let Some(crate::layer::wait::peer_bell::Mapped::Bell(peer)) =
-            crate::layer::wait::peer_bell::map_peer(addr.as_bytes())
+        let Some(crate::layer::doorbell::peer_bell::Mapped::Bell(peer)) =
+            crate::layer::doorbell::peer_bell::map_peer(addr.as_bytes())
         else {
             panic!("the bell maps as a peer's");
         };

@@ -273,7 +273,7 @@ impl DomainPeers {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::layer::wait::bell_files::{NO_PAGE, NameFile};
+    use crate::layer::doorbell::bell_files::{NO_PAGE, NameFile};
 
     /// An endpoint of a domain that never waits says that it rings; a peer that sends to it
     /// takes it for a ringer, not for a peer that never rings (plain shm: no file at all).
