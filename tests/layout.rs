@@ -27,7 +27,10 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
         "what binding a counter asks of the layer's capabilities",
         &[&["layer/hooks.rs"]],
     ),
-    ("the shm doorbell, which bound waits sleep on", &[&["layer/doorbell/"]]),
+    (
+        "the shm doorbell, which bound waits sleep on",
+        &[&["layer/doorbell/"]],
+    ),
     (
         "the layer's capabilities: bound waits; counter-driven work",
         &[&["layer/wait/"], &["layer/trigger/"]],

@@ -1,6 +1,7 @@
 //! rscntr's bind for core endpoints and MRs: an rscntr counter is replaced by the core counter
 //! that feeds it (opened with FI_PEER); every other fid goes to the core unchanged.
 
+use super::doorbell::ring::EpBell;
 use super::home::CoreHome;
 use super::hooks::{BindHook, CntrBind, Step};
 use super::interpose::close_through_core;
@@ -8,7 +9,6 @@ use super::rma_event::RmaEp;
 use super::trigger::CqFilter;
 use super::trigger::alias;
 use super::trigger::{TriggerEp, WorkHome};
-use super::doorbell::ring::EpBell;
 use crate::boundary::ffi::err;
 use crate::boundary::testhook::{self, Op};
 use crate::boundary::versions;

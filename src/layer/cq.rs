@@ -11,10 +11,10 @@
 //! whoever drives the core, as an FD counter's does. (The watcher alone could not: it may drive
 //! the core only in `FI_THREAD_SAFE` domains, and fabtests' `-c fd` asks `FI_THREAD_DOMAIN`.)
 
-use super::home::CoreHome;
-use super::interpose::close_through_core;
 use super::doorbell::bell::BellBlocker;
 use super::doorbell::ring_cq;
+use super::home::CoreHome;
+use super::interpose::close_through_core;
 use super::wait::{CqOpenFn, Plan, epoll_add_shared, epoll_set};
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook::{self, Op};

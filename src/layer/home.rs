@@ -1,12 +1,12 @@
 //! Where the counters of a layered domain live: the domain's counter slots and the core domain
 //! that counts for them once they are bound.
 
-use super::progress::{self, DrivenDomain};
-use super::rma_event::RmaEvents;
-use super::trigger::Deferred;
 use super::doorbell::answers::DomainAnswers;
 use super::doorbell::bell::BellBlocker;
 use super::doorbell::peers::DomainPeers;
+use super::progress::{self, DrivenDomain};
+use super::rma_event::RmaEvents;
+use super::trigger::Deferred;
 use super::wait::{CntrOpenFn, CoreFabric, CoreWaits, CqOpenFn, FdBlocker, Plan, epoll_set};
 use crate::cntr::{CntrHome, Slots};
 use crate::engine::progress::Driven;

@@ -14,13 +14,13 @@
 //! event or by rscntr's interrupt (an eventfd beside the core's fd, or an increment of the
 //! core counter).
 
-use crate::layer::doorbell::answers::DomainAnswers;
-use crate::layer::doorbell::bell::BellBlocker;
-use crate::layer::doorbell::peers::DomainPeers;
 use crate::boundary::ffi::{self, err};
 use crate::boundary::testhook;
 use crate::boundary::versions::{self, Api, Counting};
 use crate::engine::{Blocker, EventFd, Room, Token, epoll_ctl, sleep_until_readable};
+use crate::layer::doorbell::answers::DomainAnswers;
+use crate::layer::doorbell::bell::BellBlocker;
+use crate::layer::doorbell::peers::DomainPeers;
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, RawFd};

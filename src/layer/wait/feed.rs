@@ -8,7 +8,6 @@
 //! [`open_core_cntr`]: what the core blocks on, that opened, the core counter opened on it,
 //! then armed ([`new_feed`]).
 
-use crate::layer::doorbell::bell::{BellBlocker, Progressed, SlotBlocker};
 use super::blocker::{
     self as core_wait, CntrWaitBlocker, CoreBlocker, CoreWaits, FdBlocker, Held, Plan,
 };
@@ -19,6 +18,7 @@ use crate::boundary::testhook::{self, Op};
 use crate::boundary::versions::Counting;
 use crate::cntr::{AnyCntr, Armed, Feed, FeedRequest, Tally};
 use crate::engine::Wake;
+use crate::layer::doorbell::bell::{BellBlocker, Progressed, SlotBlocker};
 use crate::layer::hooks::{BindHook, CntrBind, Step, describe_flags};
 use crate::{fi_info, fi_warn, ofi};
 use std::ffi::{c_int, c_void};
