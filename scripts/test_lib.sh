@@ -757,6 +757,9 @@ shmem_like_side_by_side() {
         out=$(run_shmem_like FI_RSCNTR_CORE="$core" SHMEM_LIKE_MANUAL=1)
         echo "$out" | grep -v '^shmem_like: rscntr, fabric' | tail -4
         passed "$out" || { echo "  rscntr over $core, manual progress, did not run it to the end"; ok=1; }
+    done
+    return $ok
+}
 
 # What an OpenSHMEM library asks of rscntr's remote-write counters over tcp;ofi_rxm and tcp
 # (prov_test/shmem_target.c, Sandia OpenSHMEM's shape): the remote-write counter counts every
