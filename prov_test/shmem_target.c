@@ -319,6 +319,9 @@ int main(void)
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
 		FI_MR_RMA_EVENT | FI_MR_LOCAL;
 	hints->domain_attr->threading = FI_THREAD_SAFE;
+	/* As Sandia OpenSHMEM's default build asks: over shm a 4 MiB put goes through shm's SAR
+	 * buffers, which only the target endpoint's progress empties, and here no thread reads T. */
+	hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->fabric_attr->prov_name = strdup("rscntr");
 	int ret = fi_getinfo(pt_api_at_most(FI_VERSION(1, 18)), NULL, NULL, 0, hints, &info);
