@@ -164,27 +164,29 @@ step bench "versions benchmark smoke run (scripts/bench_versions.sh 5 200: bound
 step bench "shm-sleep benchmark smoke run (scripts/bench_shm_sleep.sh --smoke: rscntr(shm) with and without its doorbell, shm directly; every configuration reports, timing not checked)" \
     shm_sleep_smoke
 
-step mpi "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
-step mpi "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
-step mpi "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm
-step mpi "Open MPI (wheel, mtl ofi) over rscntr" ompi_over_rscntr
-step mpi "Open MPI over rscntr, selected by mtl_ofi_provider_include alone (no FI_PROVIDER)" \
+# The MPI steps run alone too, for the reason above MPICH's suites: their ranks busy-poll, and
+# MPI's RMA over rscntr(tcp;ofi_rxm) is what the bug under load breaks.
+step_alone mpi "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
+step_alone mpi "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
+step_alone mpi "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm
+step_alone mpi "Open MPI (wheel, mtl ofi) over rscntr" ompi_over_rscntr
+step_alone mpi "Open MPI over rscntr, selected by mtl_ofi_provider_include alone (no FI_PROVIDER)" \
     ompi_over_rscntr -x FI_RSCNTR_CORE=tcp
-step mpi "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets)" mpich_capability_sets
-step mpi "MPICH dynamic process (MPI_Comm_spawn, intercommunicator barrier, MPI_THREAD_MULTIPLE and MPI_Init): each core directly beside rscntr over it (tcp, shm, sockets, tcp;ofi_rxm)" \
+step_alone mpi "MPICH: same capability set over rscntr as over the core (tcp, shm, sockets)" mpich_capability_sets
+step_alone mpi "MPICH dynamic process (MPI_Comm_spawn, intercommunicator barrier, MPI_THREAD_MULTIPLE and MPI_Init): each core directly beside rscntr over it (tcp, shm, sockets, tcp;ofi_rxm)" \
     timeout 900 prov_test/mpi/spawn_barrier.sh
 step progress "automatic progress: each core directly beside rscntr over it (prov_test/auto_progress.c)" \
     auto_progress_side_by_side
-step mpi "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscntr,tcp;ofi_rxm', automatic progress scored" \
+step_alone mpi "MPICH over rscntr(tcp;ofi_rxm), the wheel as it is: FI_PROVIDER='rscntr,tcp;ofi_rxm', automatic progress scored" \
     mpich_over_layering_unpatched
-step mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \
+step_alone mpi "MPICH over rscntr(tcp;ofi_rxm) with FI_PROVIDER=rscntr alone: fails at fi_fabric as documented (the hidden core)" \
     mpich_over_layering_hidden_core
-step mpi "the MPI routes the documents show: every mpiexec and mpirun command of README, the user guide and fi_rscntr(7) as written; Open MPI's include list alone, no core named (tcp;ofi_rxm) and FI_RSCNTR_CORE=tcp; MPICH without MPIR_CVAR_NOLOCAL=1 (passes, no tcp connection between the ranks); MPIR_CVAR_OFI_USE_PROVIDER alone (sockets)" \
+step_alone mpi "the MPI routes the documents show: every mpiexec and mpirun command of README, the user guide and fi_rscntr(7) as written; Open MPI's include list alone, no core named (tcp;ofi_rxm) and FI_RSCNTR_CORE=tcp; MPICH without MPIR_CVAR_NOLOCAL=1 (passes, no tcp connection between the ranks); MPIR_CVAR_OFI_USE_PROVIDER alone (sockets)" \
     timeout 600 prov_test/mpi/doc_routes.sh
 # The MPI wheels on libfabric 1.22, prov_test/mpi/mpi_1x.sh.
-step mpi,mpi-1x "MPICH 4.3.2 (wheel, libfabric 1.22): mpi_rscntr.c and rma_heavy.c, 2 ranks, over tcp and shm directly beside rscntr(tcp) and rscntr(shm); MPICH runs over rscntr and binds an rscntr counter" \
+step_alone mpi,mpi-1x "MPICH 4.3.2 (wheel, libfabric 1.22): mpi_rscntr.c and rma_heavy.c, 2 ranks, over tcp and shm directly beside rscntr(tcp) and rscntr(shm); MPICH runs over rscntr and binds an rscntr counter" \
     timeout 600 prov_test/mpi/mpi_1x.sh mpich43 tcp shm
-step mpi,mpi-1x "Open MPI 4.1.8 (wheel, libfabric 1.22, mtl ofi): mpi_rscntr.c and rma_heavy.c, 2 ranks, over tcp and shm directly beside rscntr(tcp) and rscntr(shm) (shm fails on both sides: no FI_REMOTE_COMM, listed)" \
+step_alone mpi,mpi-1x "Open MPI 4.1.8 (wheel, libfabric 1.22, mtl ofi): mpi_rscntr.c and rma_heavy.c, 2 ranks, over tcp and shm directly beside rscntr(tcp) and rscntr(shm) (shm fails on both sides: no FI_REMOTE_COMM, listed)" \
     timeout 600 prov_test/mpi/mpi_1x.sh ompi41 tcp shm
 
 step_alone hosts "MPICH across 2 hosts x 2 ranks (hydra over prov_test/net/ns_launch.sh), mpi_rscntr.c and rma_heavy.c: rscntr passes where the core passes (tcp, sockets, tcp;ofi_rxm)" \
