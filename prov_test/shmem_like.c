@@ -722,23 +722,19 @@ int main(void)
 	pid_t pid = fork();
 	if (pid < 0)
 		return 2;
+	/* PE 0 writes to the peer on a and reads b; PE 1 the other way round. */
+	int *out = pid == 0 ? b : a, *in = pid == 0 ? a : b;
+	me = pid == 0;
+	peer = !me;
+	close(out[0]);
+	close(in[1]);
+	to_peer = out[1];
+	from_peer = in[0];
 	if (pid == 0) {
-		me = 1;
-		peer = 0;
-		close(a[1]);
-		close(b[0]);
-		to_peer = b[1];
-		from_peer = a[0];
 		int rc = pe_main();
 		fflush(NULL);
 		_exit(rc);
 	}
-	me = 0;
-	peer = 1;
-	close(b[1]);
-	close(a[0]);
-	to_peer = a[1];
-	from_peer = b[0];
 	int rc0 = pe_main();
 	int st = 0;
 	int rc1 = waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 99;
