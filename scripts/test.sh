@@ -25,21 +25,21 @@ cd "$ROOT"
 
 # ---- the table (scripts/test_suites.sh), read without running anything -----------------------
 SUITE_NAMES=() SUITE_WHAT=() SUITE_STEPS=()
-STEP_SUITES=() STEP_NAMES=() STEP_ALONE=()   # STEP_ALONE: 1 alone, 0 isolated beside others, h the same with the host's network
+STEP_SUITES=() STEP_NAMES=() STEP_MODE=()   # STEP_MODE: side (isolated, beside others), hostnet (the same, the host's network), alone
 suite() { SUITE_NAMES+=("$1"); SUITE_WHAT+=("$2"); SUITE_STEPS+=(0); }
 suite_index() { local i; for i in "${!SUITE_NAMES[@]}"; do [ "${SUITE_NAMES[$i]}" = "$1" ] && { echo "$i"; return 0; }; done; return 1; }
-table_add() { # <alone 0|1> <suites> <name> <command...>
+table_add() { # <side|hostnet|alone> <suites> <name> <command...>
     local s i
     IFS=, read -ra s <<<"$2"
     for i in "${s[@]}"; do
         i=$(suite_index "$i") || { echo "test.sh: unknown suite in: $2 $3" >&2; exit 2; }
         SUITE_STEPS[$i]=$((SUITE_STEPS[$i] + 1))
     done
-    STEP_ALONE+=("$1") STEP_SUITES+=("$2") STEP_NAMES+=("$3")
+    STEP_MODE+=("$1") STEP_SUITES+=("$2") STEP_NAMES+=("$3")
 }
-step() { table_add 0 "$@"; }
-step_alone() { table_add 1 "$@"; }
-step_hostnet() { table_add h "$@"; }
+step() { table_add side "$@"; }
+step_alone() { table_add alone "$@"; }
+step_hostnet() { table_add hostnet "$@"; }
 set +u; . "$ROOT/scripts/test_suites.sh"; set -u
 
 # ---- one step, by its index in the table: what a runner's child does --------------------------
@@ -50,8 +50,8 @@ if [ "${1:-}" = --run-step ]; then
     . scripts/env.sh
     . scripts/test_lib.sh
     index=-1
-    run_if_mine() {
-        local alone=$1; shift 3
+    run_if_mine() { # <suites> <name> <command...>: the mode is the runner's, not the step's
+        shift 2
         index=$((index + 1))
         [ "$index" = "$want" ] || return 0
         local shm0 left rc
@@ -63,23 +63,22 @@ if [ "${1:-}" = --run-step ]; then
         [ -z "$left" ] || printf '==== left in /dev/shm by this step: %s\n' "$left"
         exit "$rc"
     }
-    step() { run_if_mine 0 "$@"; }
-    step_alone() { run_if_mine 1 "$@"; }
-    step_hostnet() { run_if_mine h "$@"; }
+    step() { run_if_mine "$@"; }
+    step_alone() { run_if_mine "$@"; }
+    step_hostnet() { run_if_mine "$@"; }
     SUITE_NAMES=() SUITE_WHAT=() SUITE_STEPS=()
     . scripts/test_suites.sh
     echo "test.sh: no step $want" >&2
     exit 2
 fi
 
-step_mode() { case ${STEP_ALONE[$1]} in 1) echo alone ;; h) echo hostnet ;; *) echo side ;; esac; }
 if [ "${1:-}" = --list ]; then
     for i in "${!SUITE_NAMES[@]}"; do printf '%-11s %2d steps  %s\n' "${SUITE_NAMES[$i]}" "${SUITE_STEPS[$i]}" "${SUITE_WHAT[$i]}"; done
     exit 0
 fi
 if [ "${1:-}" = --steps ]; then
     for i in "${!STEP_NAMES[@]}"; do
-        printf '%2d %-7s %-28s %s\n' "$i" "$(step_mode "$i")" "${STEP_SUITES[$i]}" "${STEP_NAMES[$i]}"
+        printf '%2d %-7s %-28s %s\n' "$i" "${STEP_MODE[$i]}" "${STEP_SUITES[$i]}" "${STEP_NAMES[$i]}"
     done
     exit 0
 fi
@@ -136,10 +135,10 @@ if [ -f "$RECORD" ]; then
         awk -F'|' '/^\| *[0-9]+ *\|/ { gsub(/^ +| +$/, "", $3); gsub(/^ +| +$/, "", $5); print $3 "\t" $5 }' "$RECORD")
 fi
 ORDER=()
-for i in "${TAKE[@]}"; do [ "${STEP_ALONE[$i]}" = 1 ] && ORDER+=("$i"); done
+for i in "${TAKE[@]}"; do [ "${STEP_MODE[$i]}" = alone ] && ORDER+=("$i"); done
 while read -r _ i; do ORDER+=("$i"); done < <(
     for i in "${TAKE[@]}"; do
-        [ "${STEP_ALONE[$i]}" = 1 ] && continue
+        [ "${STEP_MODE[$i]}" = alone ] && continue
         printf '%s %s\n' "${LAST_S[${STEP_NAMES[$i]}]:-0}" "$i"
     done | sort -s -k1,1nr)
 
@@ -153,9 +152,9 @@ running=0 next_print=0 ndone=0
 start_step() { # <index>
     local i=$1
     STARTED[$i]=$SECONDS
-    case ${STEP_ALONE[$i]} in
-        1) bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
-        h) scripts/isolated.sh --host-net bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
+    case ${STEP_MODE[$i]} in
+        alone) bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
+        hostnet) scripts/isolated.sh --host-net bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
         *) scripts/isolated.sh bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
     esac
     PID_STEP[$!]=$i
@@ -196,7 +195,7 @@ reap_one() {
 trap 'kill ${!PID_STEP[*]} 2>/dev/null' EXIT
 steps_t0=$SECONDS
 for i in "${ORDER[@]}"; do
-    if [ "${STEP_ALONE[$i]}" = 1 ]; then
+    if [ "${STEP_MODE[$i]}" = alone ]; then
         while [ "$running" -gt 0 ]; do reap_one; done
         start_step "$i"
         reap_one
@@ -223,7 +222,7 @@ record=$ROOT/target/test_run.md
     echo "| # | seconds | mode | step |"
     echo "|---|---|---|---|"
     for i in "${TAKE[@]}"; do
-        printf '| %s | %s | %s | %s |\n' "$i" "${DUR[$i]}" "$(step_mode "$i")" "${STEP_NAMES[$i]}"
+        printf '| %s | %s | %s | %s |\n' "$i" "${DUR[$i]}" "${STEP_MODE[$i]}" "${STEP_NAMES[$i]}"
     done
     echo
     echo "| suite | steps | seconds (sum of its steps) |"
