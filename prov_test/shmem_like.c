@@ -24,8 +24,10 @@
  * | signal   | ROUNDS rounds of ping-pong: data put, fence, flag put; the peer waits until the |
  * |          | flag in fi_cntr_wait on its target counter, then checks the data               |
  * | idle     | PE 1 waits until a flag PE 0 puts 300 ms later: the waiting thread's CPU over   |
- * |          | the wait stays under 10 % of it (it sleeps in fi_cntr_wait, woken by the put;  |
- * |          | only printed over rscntr(sockets), whose waits there yield)                    |
+ * |          | the wait stays under 10 % of it and it sleeps at most 30 times (it sleeps in    |
+ * |          | fi_cntr_wait, woken by the put and nothing else; only printed over             |
+ * |          | rscntr(sockets), whose waits there yield; the sleeps only printed with manual  |
+ * |          | progress, where SOS's order leaves the domain re-checking every 1 ms)           |
  * | realloc  | the heap MR closed and registered anew (shmem_realloc), the counter bound       |
  * |          | again, key and address published again; puts from every context and a 1 MiB  |
  * |          | put to it                                                                      |
@@ -548,9 +550,25 @@ static void signals(void)
 	barrier();
 }
 
+/* The calling thread's voluntary context switches so far (each time it went to sleep). */
+static long sleeps_so_far(void)
+{
+	FILE *f = fopen("/proc/thread-self/status", "r");
+	char line[128];
+	long n = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
 /* An idle wait_until: PE 1 waits for a flag PE 0 puts 300 ms later. The waiting thread
  * sleeps in fi_cntr_wait and the put wakes it: its CPU time over the wait stays under 10 % of
- * the wait (a waiter that spun would burn all of it); the wait's length is only printed. */
+ * the wait (a waiter that spun would burn all of it), and it went to sleep at most 30 times
+ * (a sleep is bounded at 50 ms; a waiter that something woke every millisecond for nothing
+ * would sleep hundreds of times); the wait's length is only printed. */
 static void idle_wait(void)
 {
 	volatile uint64_t *flag = (volatile uint64_t *) (heap + OFF_FLAG);
@@ -562,17 +580,28 @@ static void idle_wait(void)
 		put(x, &v, 8, OFF_FLAG);
 		quiet(x, "idle wait's flag");
 	} else {
+		long s0 = sleeps_so_far();
 		double t0 = now_ms(), c0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
 		wait_until(flag, v);
 		double wall = now_ms() - t0, cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
-		printf(NAME ": PE 1: an idle wait_until of %.0f ms took %.1f ms of its thread's CPU\n", wall, cpu);
+		long sleeps = sleeps_so_far() - s0;
+		printf(NAME ": PE 1: an idle wait_until of %.0f ms took %.1f ms of its thread's CPU, %ld "
+		       "sleeps\n", wall, cpu, sleeps);
 		const char *core = getenv("FI_RSCNTR_CORE");
 		if (!strcmp(prov, "rscntr") && core && !strcmp(core, "sockets"))
 			printf(NAME ": PE 1: (not judged over rscntr(sockets), whose waits on a core counter "
 			       "bound to an MR yield)\n");
-		else
+		else {
 			CHECK(cpu < 0.1 * wall, "the waiter of an idle wait_until spun: %.1f ms of CPU in %.0f ms",
 			      cpu, wall);
+			if (manual)
+				printf(NAME ": PE 1: (sleeps not judged with manual progress: the target endpoint is "
+				       "enabled before the domain has a counter that waits, so it publishes no "
+				       "doorbell and the domain's waits re-check every 1 ms)\n");
+			else
+				CHECK(sleeps <= 30, "the waiter of an idle wait_until was woken for nothing: %ld "
+				      "sleeps in %.0f ms", sleeps, wall);
+		}
 	}
 	barrier();
 }
