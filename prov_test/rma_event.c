@@ -18,6 +18,9 @@
  * |         | (FI_REMOTE_CQ_DATA, the value sent) and nothing else does                      |
  * | reads   | fi_read, fi_readv, fi_readmsg of MR1: r1 and epB +1, w1 unmoved                 |
  * | other   | a write to MR2: m2 +1 and MR1's counters unmoved                                |
+ * | raw     | a read after a write's completion (fi_write, fi_inject_write; 32 B and 8 KiB)   |
+ * |         | reads the write's bytes, A's completion awaited without driving B (between two |
+ * |         | processes over shm, where reads can overtake queued writes, shm_sleep's ops)   |
  * | atomics | on MR1: fi_atomic counts as a write (w1, fi_mr(3): remote writes and atomics    |
  * |         | that modify the MR), fi_fetch_atomic and fi_compare_atomic as a write and a     |
  * |         | read (w1 and r1); epB +1 each                                                   |
@@ -357,6 +360,53 @@ static void test_reads(void)
 		settle_to(e, what[k]);
 		CHECK(!memcmp(dst, buf1, LEN), "%s: wrong data read", what[k]);
 		CHECK(drain_B(0, 0) == 0, "%s: B's CQ got an entry", what[k]);
+	}
+}
+
+/* Read after write: once A has the write's completion, a read of the same bytes returns them.
+ * The completion is awaited on A's CQ alone for up to 200 ms (a core whose write completes
+ * only with the target's help gets it after that, B driven too): B's queue is not drained
+ * first, which is where a write that completed before its data was in place would sit. */
+static void test_read_after_write(size_t size)
+{
+	static struct fi_context2 wctx, rctx;
+	const char *what[] = { "fi_write", "fi_inject_write" };
+	char *src = bufA, *dst = bufA + (BIG / 2); /* size is at most BIG / 2 */
+	for (int k = 0; k < 2; k++) {
+		size_t n = k == 1 && size > info->tx_attr->inject_size ? info->tx_attr->inject_size : size;
+		if (n == 0)
+			continue;
+		struct expect e = now_counts();
+		memset(buf1, 0, n);
+		memset(src, 'k' + k + (int) (size & 3), n);
+		memset(dst, 0, n);
+		uint64_t ra = raddr(mr1, buf1, buf1);
+		void *d = desc_of(mrA);
+		ssize_t r = k == 0 ? POST2(fi_write(epA, src, n, d, addrB, ra, key_of(mr1), &wctx))
+				   : POST2(fi_inject_write(epA, src, n, addrB, ra, key_of(mr1)));
+		CHECK(r == 0, "raw: %s of %zu B returned %zd (%s)", what[k], n, r, fi_strerror((int) -r));
+		if (k == 0) {
+			double t0 = now_ms();
+			struct fi_cq_entry ce;
+			ssize_t got;
+			while ((got = fi_cq_read(cqA, &ce, 1)) == -FI_EAGAIN && now_ms() - t0 < 200)
+				;
+			if (got == 1)
+				CHECK(ce.op_context == &wctx, "raw: A's CQ entry has context %p", ce.op_context);
+			else
+				wait_A(1, &wctx);
+		}
+		r = POST2(fi_read(epA, dst, n, d, addrB, ra, key_of(mr1), &rctx));
+		CHECK(r == 0, "raw: fi_read after %s returned %zd (%s)", what[k], r, fi_strerror((int) -r));
+		wait_A(1, &rctx);
+		e.w1++;
+		e.r1++;
+		e.ep += 2;
+		e.tx += 2;
+		settle_to(e, what[k]);
+		CHECK(!memcmp(dst, src, n), "raw: a read after %s of %zu B completed returned other bytes "
+		      "than it wrote", what[k], n);
+		CHECK(drain_B(0, 0) == 0, "raw: %s: B's CQ got an entry", what[k]);
 	}
 }
 
@@ -849,6 +899,8 @@ int main(void)
 	test_writes(LEN / 2);
 	test_writes(BIG);
 	test_reads();
+	test_read_after_write(LEN / 2);
+	test_read_after_write(8192);
 	test_other_mr();
 	if (has_atomic)
 		test_atomics();

@@ -19,7 +19,9 @@
  * |           | (FI_REMOTE_WRITE, P's fi_write), a remote read (FI_REMOTE_READ, P's fi_read),  |
  * |           | an atomic (FI_REMOTE_WRITE, fi_atomic FI_SUM u64); P posts each 200 ms after   |
  * |           | W armed, then waits on its own FI_SEND / FI_WRITE / FI_READ / FI_WRITE counter |
- * |           | (the initiator's sleep): every wait 0, counts and data exact                  |
+ * |           | (the initiator's sleep): every wait 0, counts and data exact; and, W driving   |
+ * |           | nothing, P's read posted once its write counter shows a write returns the     |
+ * |           | written bytes                                                                 |
  * | fd        | an FI_WAIT_FD counter: FI_GETWAIT, fi_trywait, poll() (10 s) while P sends    |
  * |           | after 200 ms: poll readable, count 1; polling thread and process CPU < 10 %   |
  * | cqfd      | an FI_WAIT_FD CQ in an FI_THREAD_DOMAIN domain (fabtests' `-c fd`), where     |
@@ -548,8 +550,8 @@ static int own_wait(struct fid_cntr *c, uint64_t thr, int timeout)
 	return 0;
 }
 
-/* op <send|write|read|atomic|fetch> <peer> <delay ms> <byte or operand>: the op toward the
- * peer's endpoint, then a wait (10 s) on this endpoint's own counter for it; "done <kind> <ret>
+/* op <send|write|read|writeread|atomic|fetch> <peer> <delay ms> <byte or operand>: the op toward
+ * the peer's endpoint, then a wait (10 s) on this endpoint's own counter for it; "done <kind> <ret>
  * <count> <cpu ns> <data ok> <wall ns>" (fetch: FI_SUM of the operand, the old value at
  * FETCH_OFF). */
 static void cmd_op(const char *kind, int idx, int delay, unsigned arg)
@@ -575,6 +577,19 @@ static void cmd_op(const char *kind, int idx, int delay, unsigned arg)
 		before = fi_cntr_read(own);
 		memset(mem + READ_OFF, 0, MSG);
 		r = POST(fi_read(ep, mem + READ_OFF, MSG, S.desc, to, S.rbase + READ_OFF, S.rkey, ctx()), S.cq);
+	} else if (!strcmp(kind, "writeread") && S.rma) {
+		/* a write, and once its counter shows it, a read of the same bytes into READ_OFF:
+		 * the read must see what the write wrote, the target not driven in between */
+		memset(mem + WRITE_OFF, (int) arg, MSG);
+		before = fi_cntr_read(S.wr);
+		r = POST(fi_write(ep, mem + WRITE_OFF, MSG, S.desc, to, S.rbase + READ_OFF, S.rkey, ctx()), S.cq);
+		if (!r)
+			r = own_wait(S.wr, before + 1, 10000);
+		own = S.rd;
+		before = fi_cntr_read(own);
+		memset(mem + READ_OFF, 0, MSG);
+		if (!r)
+			r = POST(fi_read(ep, mem + READ_OFF, MSG, S.desc, to, S.rbase + READ_OFF, S.rkey, ctx()), S.cq);
 	} else if (!strcmp(kind, "atomic") && S.rma) {
 		own = S.wr;
 		before = fi_cntr_read(own);
@@ -600,7 +615,7 @@ static void cmd_op(const char *kind, int idx, int delay, unsigned arg)
 		ret = own_wait(own, before + 1, 10000);
 	int64_t cpu = ns_of(CLOCK_THREAD_CPUTIME_ID) - c0, wall = ns_of(CLOCK_MONOTONIC) - t0;
 	int data = 1;
-	if (!strcmp(kind, "read"))
+	if (!strcmp(kind, "read") || !strcmp(kind, "writeread"))
 		for (int i = 0; i < MSG; i++)
 			data &= (unsigned char) mem[READ_OFF + i] == (unsigned char) arg;
 	say("done %s %d %" PRIu64 " %lld %d %lld", kind, ret, own ? fi_cntr_read(own) - before : 0,
@@ -1169,11 +1184,23 @@ static void part_ops(void)
 		printf("ops: remote read: W's wait %d count %" PRIu64 " (thread %.2f %%, %.1f ms); P: %s\n", w.ret,
 		       w.value, pct(w.cpu, w.wall), w.wall / 1e6, done);
 	}
-	/* an atomic: FI_REMOTE_WRITE counts it (fi_mr(3): accesses that modify the MR) */
+	/* read after write, while W drives nothing: P's read, posted once its write counter shows the
+	 * write, returns the written bytes (shm reads by a cross-memory copy in P's own call; a
+	 * write that completed while still queued at W would be read back old) */
+	tell(&P, "op writeread 0 0 53");
+	if (!expect(&P, "done writeread", done, sizeof(done), 15000)) {
+		int data = 0;
+		CHECK(!strncmp(done, "done writeread 0 1 ", 19) &&
+			      sscanf(done, "done writeread %*d %*u %*d %d", &data) == 1 && data == 1,
+		      "ops: a read after a write's completion returned other bytes: '%s'", done);
+		printf("ops: read after write: P: %s\n", done);
+	}
+	/* an atomic: FI_REMOTE_WRITE counts it (fi_mr(3): accesses that modify the MR), the third
+	 * remote write W sees */
 	tell(&W, "set64 %d 5", ATOMIC_OFF);
 	expect(&W, "ok", line, sizeof(line), 10000);
-	if (!round_trip(&W, "wait atomic rw 2 10000 1", &P, "op atomic 0 200 7", &w, done, sizeof(done))) {
-		CHECK(w.ret == 0 && w.value == 2, "ops: atomic: W's wait %d, remote-write count %" PRIu64, w.ret,
+	if (!round_trip(&W, "wait atomic rw 3 10000 1", &P, "op atomic 0 200 7", &w, done, sizeof(done))) {
+		CHECK(w.ret == 0 && w.value == 3, "ops: atomic: W's wait %d, remote-write count %" PRIu64, w.ret,
 		      w.value);
 		CHECK(!strncmp(done, "done atomic 0 1 ", 16), "ops: P's wait on its write counter: '%s'", done);
 		tell(&W, "get64 %d", ATOMIC_OFF);

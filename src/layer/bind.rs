@@ -174,11 +174,22 @@ pub unsafe fn patch_ep(
             *(*b).bell.lock() = EpBell::below(ep, bell, home.peers.clone());
         }
         if let Some(events) = &home.rma {
-            let op_flags = core_info
+            let tx = core_info.as_ref().and_then(|i| i.tx_attr.as_ref());
+            let op_flags = tx.map_or(0, |t| t.op_flags);
+            let msg_order = tx.map_or(0, |t| t.msg_order);
+            let mr_mode = core_info
                 .as_ref()
-                .and_then(|i| i.tx_attr.as_ref())
-                .map_or(0, |t| t.op_flags);
-            (*b).rma_ep = RmaEp::patch(ep, &home.deferred, events, op_flags, core);
+                .and_then(|i| i.domain_attr.as_ref())
+                .map_or(0, |d| d.mr_mode as u64);
+            (*b).rma_ep = RmaEp::patch(
+                ep,
+                &home.deferred,
+                events,
+                op_flags,
+                core,
+                mr_mode,
+                msg_order,
+            );
         }
         if trigger || rma {
             (*b).trigger = TriggerEp::patch(ep, home);

@@ -1,8 +1,8 @@
 //! The initiator's side of rscntr's remote-access counters (`target.rs`): the rma and
 //! atomic tables of an endpoint in a domain whose remote accesses rscntr counts.
 //!
-//! - a write of at most [`NOTIFY_AFTER`] bytes (256 KiB; over shm, of any length: see
-//!   [`split_after`]) carries its notification as remote CQ data:
+//! - a write of at most [`NOTIFY_AFTER`] bytes (256 KiB; over shm, of any length or of none:
+//!   see [`split_after`]) carries its notification as remote CQ data:
 //!   `write`, `writev`, `writemsg` and `inject` become the core's `writedata`, `writemsg` and
 //!   `injectdata`; the application's own remote CQ data (`writedata`, `injectdata`,
 //!   FI_REMOTE_CQ_DATA) rides in the same word, whatever the size;
@@ -54,18 +54,43 @@ const DRAIN_AT: usize = 64;
 pub const NOTIFY_AFTER: usize = 256 << 10;
 
 /// The length past which a write over `core` goes as the core's write and a notification
-/// after it ([`NOTIFY_AFTER`]). shm: never. Its target reports a write with remote CQ data
-/// only once the data is in place, whatever the protocol (inline, CMA, or the SAR buffers it
-/// uses when CMA is not allowed), and the crash the split avoids is tcp's. A second message
-/// would even cost a wait there: after a SAR transfer shm refuses every operation toward that
-/// peer (-FI_EAGAIN) until the peer has taken all of it, so the notification could only be
-/// posted once the target had progressed.
-pub fn split_after(core: &str) -> usize {
-    if core == "shm" {
-        usize::MAX
-    } else {
-        NOTIFY_AFTER
+/// after it ([`NOTIFY_AFTER`]).
+///
+/// shm: it depends on whether shm moves a plain write itself. With `FI_MR_VIRT_ADDR` and no
+/// RMA ordering asked (`mr_mode`, `msg_order`: the endpoint's info), shm does a plain write or
+/// read with one cross-memory copy in the initiator's own call (its "fast RMA"), while a write
+/// with remote CQ data goes into the target's queue and completes at the initiator as soon as
+/// it is queued. A write turned into a `writedata` would then complete before its data is in
+/// place, and a read the application posts after that completion (its own or a triggered one)
+/// would copy the old bytes. So there every write goes as the core's plain write, followed by
+/// its notification: what the application sees is shm's own order. Without fast RMA every
+/// operation goes through the target's queue in order, and a write keeps its notification in
+/// one message whatever its length: shm reports a write with remote CQ data only once the data
+/// is in place, whatever the protocol, and a second message would wait there after a SAR
+/// transfer (shm refuses every operation toward that peer with -FI_EAGAIN until the peer has
+/// taken all of it).
+pub fn split_after(core: &str, mr_mode: u64, msg_order: u64) -> usize {
+    if core != "shm" {
+        return NOTIFY_AFTER;
     }
+    let rma_order = (ofi::FI_ORDER_RAR
+        | ofi::FI_ORDER_RAW
+        | ofi::FI_ORDER_RAS
+        | ofi::FI_ORDER_WAR
+        | ofi::FI_ORDER_WAW
+        | ofi::FI_ORDER_WAS
+        | ofi::FI_ORDER_SAR
+        | ofi::FI_ORDER_SAW) as u64
+        | ofi::FI_ORDER_RMA_RAR
+        | ofi::FI_ORDER_RMA_RAW
+        | ofi::FI_ORDER_RMA_WAR
+        | ofi::FI_ORDER_RMA_WAW
+        | ofi::FI_ORDER_ATOMIC_RAR
+        | ofi::FI_ORDER_ATOMIC_RAW
+        | ofi::FI_ORDER_ATOMIC_WAR
+        | ofi::FI_ORDER_ATOMIC_WAW;
+    let fast_rma = mr_mode & ofi::FI_MR_VIRT_ADDR as u64 != 0 && msg_order & rma_order == 0;
+    if fast_rma { 0 } else { usize::MAX }
 }
 
 /// An endpoint's rma and atomic tables (its table pointers point into this record).
@@ -103,14 +128,16 @@ impl RmaEp {
     ///
     /// # Safety
     /// `ep` is an open core endpoint of the domain whose deferred operations are `deferred`;
-    /// `op_flags` its default transmit flags; `core` the core's name; `events` the domain's
-    /// remote-access counters.
+    /// `op_flags` its default transmit flags; `core` the core's name; `mr_mode` and `msg_order`
+    /// its info's (see [`split_after`]); `events` the domain's remote-access counters.
     pub unsafe fn patch(
         ep: *mut ofi::fid_ep,
         deferred: &Deferred,
         events: &RmaEvents,
         op_flags: u64,
         core: &str,
+        mr_mode: u64,
+        msg_order: u64,
     ) -> *mut RmaEp {
         // SAFETY: a valid endpoint whose table pointers are NULL or valid.
         unsafe {
@@ -122,7 +149,7 @@ impl RmaEp {
                 core_atomic: e.atomic,
                 ep,
                 op_flags,
-                split: split_after(core),
+                split: split_after(core, mr_mode, msg_order),
                 delivered_by_notification: core == "shm",
                 deferred,
                 events,
