@@ -54,11 +54,9 @@ done
 core="udp;ofi_rxd"
 step_alone fabtests "fabtests unit, functional, short: $core directly beside rscntr over $core" \
     timeout 2400 prov_test/fabtests/side_by_side.sh "$core"
-# MPICH's suites run alone: their ranks busy-poll both cores by themselves, and under load
-# rma/put_flush_get (3 ranks) over rscntr(tcp;ofi_rxm) reads a Put's old value after its flush
-# (4 and 32 errors in two runs at a load average of 5 to 9, with c7dfc19's DSO as with today's;
-# tcp;ofi_rxm directly passes): a bug of rscntr's, not yet found, that running beside other
-# steps would report at random.
+# MPICH's suites run alone: their ranks busy-poll both cores by themselves (up to 8 ranks), and
+# what they judge is the core beside rscntr, each side's run compared: a neighbour's load
+# changes one side's timing and not the other's.
 step_alone mpi,mpich-suite "MPICH 4.0.2's test suite (Debian's tarball): rma subsets (mpich_testsuite.sh --full: whole lists) and threads/rma, rscntr(tcp;ofi_rxm) and rscntr(shm) pass what the core passes" \
     timeout 5400 prov_test/mpi/mpich_testsuite.sh
 # One route in a full run, for CI's 90 minutes (both took 839 s at a load average of 6-9):
