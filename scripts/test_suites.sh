@@ -47,10 +47,10 @@ for core in tcp "tcp;ofi_rxm" shm sockets; do
     step fabtests "fabtests unit, functional, short: $core directly beside rscntr over $core" \
         timeout 2400 prov_test/fabtests/side_by_side.sh "$core"
 done
-# Alone: on a busy machine the server of fi_av_xfer -e rdm over rscntr(udp;ofi_rxd) dies of a
-# segfault at the address re-insertion (3 of 6 runs at a load average of 14, with the DSO of
-# c7dfc19 as with today's; none on an idle machine; rxd directly passes): a bug of rscntr's over
-# rxd, not yet found, that this step would otherwise report at random.
+# Alone: on a busy machine the server of fi_av_xfer -e rdm dies of a segfault at the address
+# re-insertion, over udp;ofi_rxd directly (no rscntr loaded) as over rscntr(udp;ofi_rxd): 5 of
+# 10 runs each beside two busy loops, none on an idle machine. rxd's own bug, which side by
+# side would fail one side or the other at random.
 core="udp;ofi_rxd"
 step_alone fabtests "fabtests unit, functional, short: $core directly beside rscntr over $core" \
     timeout 2400 prov_test/fabtests/side_by_side.sh "$core"
