@@ -161,6 +161,8 @@ step bench "versions benchmark smoke run (scripts/bench_versions.sh 5 200: bound
     versions_bench_smoke
 step bench "shm-sleep benchmark smoke run (scripts/bench_shm_sleep.sh --smoke: rscntr(shm) with and without its doorbell, shm directly; every configuration reports, timing not checked)" \
     shm_sleep_smoke
+step bench,shmem "OpenSHMEM-shaped benchmark smoke run (scripts/bench_shmem.sh --smoke: put and get latency, bandwidth, wait_until's wake and the 4-PE ring, sleeping and polling, over sockets, rscntr(shm), rscntr(tcp;ofi_rxm); every configuration reports, timing not checked)" \
+    timeout 300 bash scripts/bench_shmem.sh --smoke
 
 # The MPI steps run alone too, for the reason above MPICH's suites: their ranks busy-poll, and
 # MPI's RMA over rscntr(tcp;ofi_rxm) is what the bug under load breaks.
