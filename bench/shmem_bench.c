@@ -28,6 +28,8 @@
  * Both sides of put, get and bw busy-poll in their quiet. Timing, never a test.
  */
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <rdma/fabric.h>
@@ -89,13 +92,19 @@ static uint64_t puts_issued, gets_issued;
 		}                                                                            \
 	} while (0)
 
+/* A barrier between measurements that sleeps (a futex on the shared count): a PE waiting here
+ * takes no CPU from the others' progress. */
 static void barrier(void)
 {
 	static int gen;
 	gen++;
-	atomic_fetch_add(&sh->arrived, 1);
-	while (atomic_load(&sh->arrived) < gen * npes)
-		usleep(20);
+	int now = atomic_fetch_add(&sh->arrived, 1) + 1;
+	if (now == gen * npes) {
+		syscall(SYS_futex, &sh->arrived, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		return;
+	}
+	while ((now = atomic_load(&sh->arrived)) < gen * npes)
+		syscall(SYS_futex, &sh->arrived, FUTEX_WAIT, now, NULL, NULL, 0);
 }
 
 static struct fid_cntr *cntr(void)
@@ -179,24 +188,23 @@ static void setup(void)
 	barrier();
 }
 
-static void put(int pe, const void *buf, size_t len, uint64_t off)
+/* shmem_put (fi_write) or shmem_get (fi_read) of len bytes at off in pe's heap, counted for
+ * the quiet. */
+static void rma(int is_get, int pe, void *buf, size_t len, uint64_t off)
 {
+	uint64_t raddr = sh->pubs[pe].addr + off, key = sh->pubs[pe].key;
+	struct fid_cntr *c = is_get ? get_cntr : put_cntr;
 	ssize_t r;
-	while ((r = fi_write(cep, buf, len, NULL, addrs[pe], sh->pubs[pe].addr + off, sh->pubs[pe].key,
-			     NULL)) == -FI_EAGAIN)
-		(void) fi_cntr_read(put_cntr);
+	while ((r = is_get ? fi_read(cep, buf, len, NULL, addrs[pe], raddr, key, NULL)
+			   : fi_write(cep, buf, len, NULL, addrs[pe], raddr, key, NULL)) == -FI_EAGAIN)
+		(void) fi_cntr_read(c);
 	TRY(r);
-	puts_issued++;
+	*(is_get ? &gets_issued : &puts_issued) += 1;
 }
 
-static void get(int pe, void *buf, size_t len, uint64_t off)
+static void put(int pe, void *buf, size_t len, uint64_t off)
 {
-	ssize_t r;
-	while ((r = fi_read(cep, buf, len, NULL, addrs[pe], sh->pubs[pe].addr + off, sh->pubs[pe].key,
-			    NULL)) == -FI_EAGAIN)
-		(void) fi_cntr_read(get_cntr);
-	TRY(r);
-	gets_issued++;
+	rma(0, pe, buf, len, off);
 }
 
 static void quiet(void)
@@ -237,10 +245,7 @@ static void lat(const char *mode, size_t size, int n)
 	if (me == 0) {
 		for (int i = -n / 10; i < n; i++) {
 			uint64_t t0 = now_ns();
-			if (!strcmp(mode, "put"))
-				put(1, src, size, OFF_DATA);
-			else
-				get(1, src, size, OFF_DATA);
+			rma(!strcmp(mode, "get"), 1, src, size, OFF_DATA);
 			quiet();
 			if (i >= 0)
 				t[i] = (now_ns() - t0) / 1e3;

@@ -55,7 +55,7 @@ run() {
     awk -v p="$tmp/$pre" '{ n = $1; $1 = ""; sub(/^ /, ""); print >> (p "." n) }' "$tmp/o"
 }
 
-n_lat=2000 n_bw=100 n_wake=300 n_ring=3000
+n_lat=1000 n_bw=100 n_wake=300 n_ring=500
 [ $SMOKE = 1 ] && { n_lat=20 n_bw=2 n_wake=5 n_ring=20; }
 for r in $(seq "$REPS"); do
     for side in "${SIDES[@]}"; do
@@ -85,6 +85,13 @@ col() { # <file> <column>: the median of that column
     [ -f "$1" ] || { echo nan; return; }
     awk -v c="$2" '{ print $c }' "$1" | median
 }
+three() { # <file suffix>: the three sides' medians (column 2), then shm's and rxm's over sockets'
+    local a b c
+    a=$(col "$tmp/$(key_of sockets).$1" 2)
+    b=$(col "$tmp/$(key_of 'rscntr(shm)').$1" 2)
+    c=$(col "$tmp/$(key_of 'rscntr(tcp;ofi_rxm)').$1" 2)
+    echo "$a | $b | $c | $(ratio "$b" "$a") | $(ratio "$c" "$a")"
+}
 cpu_sum() { # <prefix>: each run's PEs' CPU summed, the median of the runs
     [ -f "$1.pe_cpu_ms" ] || { echo nan; return; }
     awk -v per="$2" '{ s += $2; if (NR % per == 0) { print s; s = 0 } }' "$1.pe_cpu_ms" | median
@@ -108,24 +115,14 @@ cpu_sum() { # <prefix>: each run's PEs' CPU summed, the median of the runs
     echo "| bytes | op | sockets | rscntr(shm) | rscntr(tcp;ofi_rxm) | shm / sockets | rxm / sockets |"
     echo "|---|---|---|---|---|---|---|"
     for s in "${LAT_SIZES[@]}"; do
-        for op in put get; do
-            a=$(col "$tmp/$(key_of sockets).$op.$s.${op}_us" 2)
-            b=$(col "$tmp/$(key_of 'rscntr(shm)').$op.$s.${op}_us" 2)
-            c=$(col "$tmp/$(key_of 'rscntr(tcp;ofi_rxm)').$op.$s.${op}_us" 2)
-            echo "| $s | $op | $a | $b | $c | $(ratio "$b" "$a") | $(ratio "$c" "$a") |"
-        done
+        for op in put get; do echo "| $s | $op | $(three "$op.$s.${op}_us") |"; done
     done
     echo
     echo "## Put bandwidth (windows of 64 puts, a quiet after each; MB/s)"
     echo
     echo "| bytes | sockets | rscntr(shm) | rscntr(tcp;ofi_rxm) | shm / sockets | rxm / sockets |"
     echo "|---|---|---|---|---|---|"
-    for s in "${BW_SIZES[@]}"; do
-        a=$(col "$tmp/$(key_of sockets).bw.$s.bw_mbs" 2)
-        b=$(col "$tmp/$(key_of 'rscntr(shm)').bw.$s.bw_mbs" 2)
-        c=$(col "$tmp/$(key_of 'rscntr(tcp;ofi_rxm)').bw.$s.bw_mbs" 2)
-        echo "| $s | $a | $b | $c | $(ratio "$b" "$a") | $(ratio "$c" "$a") |"
-    done
+    for s in "${BW_SIZES[@]}"; do echo "| $s | $(three "bw.$s.bw_mbs") |"; done
     echo
     echo "## shmem_wait_until's wake ($n_wake puts, one every 2 ms)"
     echo
