@@ -18,10 +18,12 @@
  * | sleep    | a thread sleeps in fi_cntr_wait(tgt, n + 1, -1) while nothing arrives for      |
  * |          | SLEEP_MS: its CPU is printed and must stay under 10 % of the time; a write     |
  * |          | then wakes it                                                                   |
- * | contexts | (with SHMEM_TARGET_CTXS=n, e.g. 40: not by default) n more endpoints, each     |
- * |          | with its own CQ and put and get counters (Sandia OpenSHMEM's many-ctx makes    |
- * |          | 32 contexts), open, enable and each write to T once; tgt counts each. Over     |
- * |          | tcp;ofi_rxm the 31st endpoint's fi_enable fails with -FI_EINVAL (docs/design.md) |
+ * | contexts | (with SHMEM_TARGET_CTXS=n: not by default) n more endpoints, each with its    |
+ * |          | own CQ and put and get counters and a Sandia OpenSHMEM context's capabilities  |
+ * |          | (FI_READ and FI_WRITE, no remote access; its web test makes 20 contexts,       |
+ * |          | many-ctx 32), open, enable and each write to T once; tgt counts each. Over      |
+ * |          | tcp;ofi_rxm the 23rd context's first write fails with -FI_EINVAL               |
+ * |          | (docs/design.md)                                                               |
  *
  * Skipped, with the reason printed: libfabric before 2.0 (its cores serve a read only from the
  * target endpoint's own progress, which reads T's CQ), FI_RSCNTR_CORE=none, no RDM endpoints with FI_RMA_EVENT, or
@@ -89,10 +91,20 @@ static struct fid_cntr *cntr(void)
 
 /* An endpoint with its CQ and, when given, a put counter (FI_WRITE) and a get counter
  * (FI_READ), enabled. */
-static struct fid_ep *endpoint(struct fid_cq *cq, struct fid_cntr *put, struct fid_cntr *get)
+/* An endpoint on the domain's info, or (initiator_only) with the capabilities Sandia
+ * OpenSHMEM gives a context's endpoint: it reads and writes, no remote access targets it. */
+static struct fid_ep *endpoint_as(struct fid_cq *cq, struct fid_cntr *put, struct fid_cntr *get,
+				  int initiator_only)
 {
 	struct fid_ep *e = NULL;
-	CHECK_RET(fi_endpoint(domain, info, &e, NULL), 0);
+	struct fi_info *i = fi_dupinfo(info);
+	if (initiator_only) {
+		i->caps = FI_RMA | FI_WRITE | FI_READ | FI_RECV;
+		i->tx_attr->caps = i->caps;
+		i->rx_attr->caps = FI_RECV;
+	}
+	CHECK_RET(fi_endpoint(domain, i, &e, NULL), 0);
+	fi_freeinfo(i);
 	if (!e)
 		return NULL;
 	CHECK_RET(fi_ep_bind(e, &av->fid, 0), 0);
@@ -103,6 +115,11 @@ static struct fid_ep *endpoint(struct fid_cq *cq, struct fid_cntr *put, struct f
 		CHECK_RET(fi_ep_bind(e, &get->fid, FI_READ), 0);
 	CHECK_RET(fi_enable(e), 0);
 	return e;
+}
+
+static struct fid_ep *endpoint(struct fid_cq *cq, struct fid_cntr *put, struct fid_cntr *get)
+{
+	return endpoint_as(cq, put, get, 0);
 }
 
 /* Posts until the core takes it, waiting on `c` (which drives the endpoint's progress). */
@@ -270,7 +287,7 @@ static void test_contexts(int n)
 		gc[i] = cntr();
 		if (!cq[i] || !pc[i] || !gc[i])
 			break;
-		ep[i] = endpoint(cq[i], pc[i], gc[i]);
+		ep[i] = endpoint_as(cq[i], pc[i], gc[i], 1);
 		if (!ep[i] || h_failed > failed)
 			break;
 		opened++;

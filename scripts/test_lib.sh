@@ -764,14 +764,15 @@ shmem_like_side_by_side() {
 # What an OpenSHMEM library asks of rscntr's remote-write counters over tcp;ofi_rxm, tcp and shm
 # (prov_test/shmem_target.c, Sandia OpenSHMEM's shape): the remote-write counter counts every
 # put exactly behind a backlog of gets' notifications and for 4 MiB puts and gets, and a waiter
-# on it sleeps (its CPU printed, under 10 %); then with SHMEM_TARGET_CTXS=12, endpoints with
+# on it sleeps (its CPU printed, under 10 %); then with SHMEM_TARGET_CTXS=20
+# (Sandia OpenSHMEM's web test), endpoints with an OpenSHMEM context's capabilities and
 # counters of their own on the same domain.
 shmem_target_over_cores() { # <libdir>
     local lib=$1 ok=0 core
     prov_test/run.sh --build-only || return 1
     for core in "tcp;ofi_rxm" tcp shm; do
         echo "-- shmem_target over rscntr($core)"
-        LD_LIBRARY_PATH=$lib FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core SHMEM_TARGET_CTXS=12 \
+        LD_LIBRARY_PATH=$lib FI_PROVIDER_PATH=$PROV_DIR FI_RSCNTR_CORE=$core SHMEM_TARGET_CTXS=20 \
             timeout 300 prov_test/loopback_only.sh "$ROOT/target/prov_test/shmem_target" || ok=1
     done
     return $ok

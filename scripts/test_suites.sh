@@ -201,5 +201,5 @@ step selection "every way of selecting rscntr: infos named rscntr (libfabric 2.1
 step prov,shmem "shmem_like.c (Sandia OpenSHMEM's hints, MR mode and calls, 2 PEs): sockets directly beside rscntr over it (same counts), rscntr runs it over shm and tcp;ofi_rxm, whose cores refuse the hints (asserted, with tcp's), and over shm with manual progress" \
     shmem_like_side_by_side
 # OpenSHMEM's target counter over rscntr(tcp;ofi_rxm), tcp and shm (prov_test/shmem_target.c).
-step prov,shmem "remote-write counter bound to an MR over rscntr(tcp;ofi_rxm), rscntr(tcp) and rscntr(shm), automatic progress asked as Sandia OpenSHMEM does: a put behind 220 gets' notifications and 4 MiB puts and gets counted exactly, a waiter on it sleeps (CPU printed, under 10 %), 12 endpoints with their own counters (prov_test/shmem_target.c; the 15th fails over tcp;ofi_rxm, docs/design.md)" \
+step prov,shmem "remote-write counter bound to an MR over rscntr(tcp;ofi_rxm), rscntr(tcp) and rscntr(shm), automatic progress asked as Sandia OpenSHMEM does: a put behind 220 gets' notifications and 4 MiB puts and gets counted exactly, a waiter on it sleeps (CPU printed, under 10 %), 20 endpoints with an OpenSHMEM context's capabilities and their own counters (prov_test/shmem_target.c; the 23rd fails over tcp;ofi_rxm, docs/design.md)" \
     shmem_target_over_cores "$LF21"

@@ -446,6 +446,8 @@ unsafe fn open_ep(
         unsafe { open_through_core(ep, Some((info, layered.core_name())), refuse, open, patch) };
     if ret == 0
         && let Some(rma) = &layered.home.rma
+        // SAFETY: NULL or the application's valid info.
+        && unsafe { info.as_ref() }.is_none_or(may_be_accessed)
     {
         // SAFETY: the endpoint just opened (written through the checked out pointer).
         let out = unsafe { *ep };
@@ -460,6 +462,20 @@ unsafe fn open_ep(
         }
     }
     ret
+}
+
+/// Whether remote accesses may target an endpoint opened with `info`: its capabilities name a
+/// remote direction (FI_REMOTE_READ, FI_REMOTE_WRITE) or none at all, which implies every
+/// direction (fi_getinfo(3)). An endpoint asked for FI_READ and FI_WRITE alone only initiates,
+/// as an OpenSHMEM context's does: it needs no arrivals counter, and over `tcp;ofi_rxm` each one
+/// bound would put the endpoint's fds in one more wait set (see `bind_arrivals`).
+fn may_be_accessed(info: &ofi::fi_info) -> bool {
+    let dirs = (ofi::FI_READ | ofi::FI_WRITE | ofi::FI_REMOTE_READ | ofi::FI_REMOTE_WRITE) as u64;
+    let remote = (ofi::FI_REMOTE_READ | ofi::FI_REMOTE_WRITE) as u64;
+    // SAFETY: the attrs of a valid info are NULL or valid.
+    let rx = unsafe { info.rx_attr.as_ref() }.map_or(0, |r| r.caps);
+    let caps = info.caps | rx;
+    caps & dirs == 0 || caps & remote != 0
 }
 
 /// Binds the domain's arrivals counter (`rma_event.rs`: what waiters on remote-access

@@ -17,7 +17,8 @@
 //!
 //! A counter bound to an MR here is fed by [`NotifyFeed`]: reading or waiting on it reads the
 //! domain's CQs; waiters sleep on what the core wakes for remote writes, through a counter of
-//! rscntr's bound to every endpoint of the domain with FI_REMOTE_WRITE (the arrivals counter).
+//! rscntr's bound with FI_REMOTE_WRITE to every endpoint of the domain that remote accesses may
+//! target (the arrivals counter; `layer/domain.rs`, `may_be_accessed`).
 //!
 //! Two live MRs of one domain whose keys fold alike cannot both be counted: the second is
 //! refused (-FI_EKEYREJECTED) rather than miscounted. Keys below 65536 never collide.
@@ -280,10 +281,11 @@ impl RmaEvents {
         Some(unsafe { &**p })
     }
 
-    /// Drives the progress of every endpoint of the domain once, through the arrivals
-    /// counter's core counter (bound to each of them), when all of them are enabled (util
-    /// cores crash progressing an endpoint that is not). For an initiator whose notification
-    /// waits for a target of its own domain (`initiator.rs`, `RmaEp::retry`).
+    /// Drives the progress of every endpoint of the domain that remote accesses may target
+    /// once, through the arrivals counter's core counter (bound to each of them), when all of
+    /// them are enabled (util cores crash progressing an endpoint that is not). For an
+    /// initiator whose notification waits for a target of its own domain (`initiator.rs`,
+    /// `RmaEp::retry`): a target is such an endpoint.
     pub fn drive(&self) {
         if let Some(a) = self.arrivals_feed()
             && a.live()
