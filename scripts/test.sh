@@ -125,6 +125,14 @@ printf '\n[runner] building the shared test programs once (build_shared_programs
 setup_t1=$SECONDS
 build_shared_programs || { echo "building the shared test programs failed"; exit 1; }
 export PROV_TEST_BUILT=1
+# What steps in namespaces of their own (no network) would otherwise download, fetched here.
+for i in "${TAKE[@]}"; do
+    if [[ ",${STEP_SUITES[$i]}," == *,rust,* ]]; then
+        printf '[runner] fetching what the rust steps build offline (fetch_for_offline_steps)\n'
+        fetch_for_offline_steps || { echo "fetching what the rust steps need failed"; exit 1; }
+        break
+    fi
+done
 
 # ---- the order: the steps that run alone first, then the rest, the longest of the last recorded
 # run first (so that the longest does not start last); the table's order breaks ties.

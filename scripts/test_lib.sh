@@ -18,6 +18,20 @@ build_shared_programs() {
     timeout 300 "$OMPI_VENV/bin/mpicc" -O1 -o "$OMPI_MPI_BIN" prov_test/mpi/mpi_rscntr.c
 }
 
+# What the rust steps would download, fetched in the machine's network before any step starts:
+# the steps run in namespaces without one (scripts/isolated.sh). Every crate of every target
+# (`cargo fetch` takes the loom model's cfg(loom) ones too), and for the Miri step Miri and
+# rust-src on the nightly toolchain and the sysroot Miri builds from them (its crates come from
+# the registry). Quick when all of it is there.
+fetch_for_offline_steps() {
+    timeout 600 cargo fetch --quiet || return 1
+    if ! cargo +nightly miri --version >/dev/null 2>&1; then
+        echo "adding miri and rust-src to the nightly toolchain"
+        timeout 900 rustup component add --toolchain nightly miri rust-src || return 1
+    fi
+    timeout 900 cargo +nightly miri setup >/dev/null
+}
+
 # fi_cntr_test exits 0 without testing when cntr_cnt is 0: demand its PASS and summary lines.
 fi_cntr_test_passes() { # <libdir> [VAR=value...]
     local lib=$1 out; shift
