@@ -165,7 +165,7 @@ step bench,shmem "OpenSHMEM-shaped benchmark smoke run (scripts/bench_shmem.sh -
     timeout 300 bash scripts/bench_shmem.sh --smoke
 
 # The MPI steps run alone too, for the reason above MPICH's suites: their ranks busy-poll, and
-# MPI's RMA over rscntr(tcp;ofi_rxm) is what the bug under load breaks.
+# each compares the core's run with rscntr's, which a neighbour's load would tilt.
 step_alone mpi "MPICH (wheel, libfabric 2.5.1) over rscntr, default core" mpich_over_rscntr
 step_alone mpi "MPICH over rscntr, FI_RSCNTR_CORE=tcp" mpich_over_rscntr FI_RSCNTR_CORE=tcp
 step_alone mpi "MPICH over rscntr, FI_RSCNTR_CORE=shm" mpich_over_rscntr FI_RSCNTR_CORE=shm
