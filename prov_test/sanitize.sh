@@ -4,6 +4,7 @@
 #   prov_test/sanitize.sh valgrind [LIBDIR]   memcheck: zero errors, no definite leak
 #   prov_test/sanitize.sh asan [LIBDIR]       the C tests built with -fsanitize=address
 #   prov_test/sanitize.sh miri                the pure-Rust engine under Miri (nightly)
+#   prov_test/sanitize.sh miri-setup          Miri, rust-src and Miri's sysroot, fetched
 #
 # valgrind: --errors-for-leak-kinds=definite --error-exitcode=99, --keep-debuginfo=yes (libfabric
 # unloads rscntr at exit, before the leak check: without it rscntr's frames show as ???), and
@@ -29,6 +30,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 . scripts/env.sh
 MODE=${1:?valgrind, asan or miri}
+
+# Miri and rust-src on the nightly toolchain, added when missing (that needs the network).
+miri_ready() {
+    cargo +nightly miri --version >/dev/null 2>&1 && return 0
+    echo "adding miri and rust-src to the nightly toolchain"
+    timeout 900 rustup component add --toolchain nightly miri rust-src ||
+        { echo "FAIL: Miri is not installed and cannot be installed here"; return 1; }
+}
 LIBDIR=${2:-$LF_PREFIX/lib}
 status=0
 
@@ -124,12 +133,14 @@ asan)
         done
     done
     ;;
+miri-setup)
+    # What the miri mode needs from the network: scripts/test.sh runs this before its steps,
+    # which have none.
+    miri_ready || exit 1
+    timeout 900 cargo +nightly miri setup >/dev/null || exit 1
+    ;;
 miri)
-    if ! cargo +nightly miri --version >/dev/null 2>&1; then
-        echo "adding miri and rust-src to the nightly toolchain"
-        rustup component add --toolchain nightly miri rust-src ||
-            { echo "FAIL: Miri is not installed and cannot be installed here"; exit 1; }
-    fi
+    miri_ready || exit 1
     # Eight schedules of the threads (seeds), not one: a race with the watcher thread shows
     # under some only (a counter read by the watcher while its last Arc was dropped: 3 of 8).
     check "cargo +nightly miri test --test miri_engine, seeds 0..8" timeout 1800 \
@@ -137,6 +148,6 @@ miri)
         cargo +nightly miri test --target-dir target/miri --test miri_engine
     ;;
 *)
-    echo "usage: $0 valgrind|asan|miri [LIBDIR]"; exit 2 ;;
+    echo "usage: $0 valgrind|asan|miri|miri-setup [LIBDIR]"; exit 2 ;;
 esac
 exit $status

@@ -24,12 +24,7 @@ build_shared_programs() {
 # rust-src on the nightly toolchain and the sysroot Miri builds from them (its crates come from
 # the registry). Quick when all of it is there.
 fetch_for_offline_steps() {
-    timeout 600 cargo fetch --quiet || return 1
-    if ! cargo +nightly miri --version >/dev/null 2>&1; then
-        echo "adding miri and rust-src to the nightly toolchain"
-        timeout 900 rustup component add --toolchain nightly miri rust-src || return 1
-    fi
-    timeout 900 cargo +nightly miri setup >/dev/null
+    timeout 600 cargo fetch --quiet && prov_test/sanitize.sh miri-setup
 }
 
 # fi_cntr_test exits 0 without testing when cntr_cnt is 0: demand its PASS and summary lines.
