@@ -25,18 +25,16 @@
  *
  * Every PE then prints "pe_cpu_ms <pe> <ms>", its process's CPU over the measurement.
  *
- * Both sides of put, get and bw busy-poll in their quiet. Timing, never a test.
+ * A quiet sleeps in fi_cntr_wait, as SOS's does; the PE it targets waits in a barrier that
+ * sleeps (a futex), so the automatic progress asked for serves it. Timing, never a test.
  */
-#include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
