@@ -129,6 +129,15 @@ pub unsafe fn patch(fid: *mut ofi::fid, home: &CoreHome, core: &str) {
     unsafe { patch_fid(fid, home, core, None, std::ptr::null_mut()) };
 }
 
+/// The default transmit flags of the info an endpoint was opened with (0 without one).
+///
+/// # Safety
+/// `core_info` is NULL or a valid info.
+unsafe fn tx_op_flags(core_info: *const ofi::fi_info) -> u64 {
+    // SAFETY: caller's contract.
+    unsafe { core_info.as_ref().and_then(|i| i.tx_attr.as_ref()) }.map_or(0, |t| t.op_flags)
+}
+
 /// Gives a core endpoint (or transmit/receive context) rscntr's bind and close, and its
 /// contexts the same.
 ///
@@ -171,7 +180,7 @@ pub unsafe fn patch_ep(
                 .load(std::sync::atomic::Ordering::Acquire)
                 .then(|| home.waits().bell_blocker().ok())
                 .flatten();
-            *(*b).bell.lock() = EpBell::below(ep, bell, home.peers.clone());
+            *(*b).bell.lock() = EpBell::below(ep, bell, home.peers.clone(), tx_op_flags(core_info));
         }
         if let Some(events) = &home.rma {
             let tx = core_info.as_ref().and_then(|i| i.tx_attr.as_ref());
@@ -782,7 +791,7 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
             let av = b.av.load(std::sync::atomic::Ordering::Acquire);
             // SAFETY: enabled just now; the application has not had the enable's return yet.
             *b.bell.lock() =
-                Some(unsafe { EpBell::ring(fid.cast(), av, blocker, home.peers.clone(), name, hints) });
+                Some(unsafe { EpBell::ring(fid.cast(), av, blocker, home.peers.clone(), name, hints, tx_op_flags(b.core_info)) });
         }
         if ret == 0
             && let Some(bound) = enabling.as_mut()

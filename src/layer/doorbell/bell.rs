@@ -388,7 +388,16 @@ impl BellBlocker {
     /// operation toward this domain and did not ring (one that never waits, plain shm, another
     /// pid namespace), or a ring and the bound crossed. Twice, and waits fall back.
     pub fn unrung_arrival(&self) {
-        if self.unrung_arrivals.fetch_add(1, SeqCst) + 1 >= 2 {
+        let n = self.unrung_arrivals.fetch_add(1, SeqCst) + 1;
+        if n == 1 {
+            fi_info!(
+                Domain,
+                "doorbell: a wait that its own bound ended found a count no ring announced (a peer \
+                 completed an operation toward this domain without ringing, or its ring crossed \
+                 the bound)"
+            );
+        }
+        if n >= 2 {
             self.fall_back("a peer that completed operations toward this domain without ringing");
         }
     }

@@ -12,9 +12,12 @@
 //! never waits) the lookup finds that once and, from then on, costs one load and a compare.
 //! The decision is per peer, at the first operation toward its address: a peer publishes its
 //! bell before its endpoint is enabled, so before anyone can know the address. An operation
-//! that only the peer's progress completes ([`answered_len`], reads and fetching atomics), from
-//! an endpoint of a domain that waits, also asks the peer to ring when it has answered
-//! (`answers.rs`): the answer is made inside the peer's own calls, which send nothing here.
+//! that only the peer's progress completes ([`answered_len`], reads and fetching atomics, and
+//! every write and atomic of an endpoint whose default flags ask for `FI_DELIVERY_COMPLETE`, as
+//! Sandia OpenSHMEM's do), from an endpoint of a domain that waits, also asks the peer to ring
+//! when it has answered (`answers.rs`): the answer is made inside the peer's own calls, which
+//! send nothing here. It asks before it rings: a peer the ring wakes rings only the askers it
+//! counted before its progress call.
 
 use super::answers::DomainAnswers;
 use super::bell::BellBlocker;
@@ -52,6 +55,10 @@ pub struct RingEp {
     /// The feeds of the counters bound to the endpoint at its FI_ENABLE (low, high halves):
     /// what a peer's ring for answers to its operations wakes (see `answers.rs`).
     hints: [std::sync::atomic::AtomicU64; 2],
+    /// The endpoint's default transmit flags (its info's `tx_attr->op_flags`), which the core
+    /// applies to every operation but the `*msg` ones: with `FI_DELIVERY_COMPLETE` among them
+    /// (Sandia OpenSHMEM sets it) a write or atomic completes only when the target answers.
+    tx_op_flags: u64,
 }
 
 impl RingEp {
@@ -66,9 +73,10 @@ impl RingEp {
         av: *mut ofi::fid_av,
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
+        tx_op_flags: u64,
     ) -> *mut RingEp {
         // SAFETY: caller's contract.
-        let mut rec = unsafe { RingEp::over(ep, av, bell, domain, 0) };
+        let mut rec = unsafe { RingEp::over(ep, av, bell, domain, 0, tx_op_flags) };
         install::<false>(&mut rec);
         let rec = Box::into_raw(rec);
         // SAFETY: caller's contract; the record lives until freed after the endpoint closed.
@@ -88,9 +96,19 @@ impl RingEp {
         ep: *mut ofi::fid_ep,
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
+        tx_op_flags: u64,
     ) -> Option<*mut RingEp> {
         // SAFETY: caller's contract.
-        let mut rec = unsafe { RingEp::over(ep, std::ptr::null_mut(), bell, domain, ep as usize) };
+        let mut rec = unsafe {
+            RingEp::over(
+                ep,
+                std::ptr::null_mut(),
+                bell,
+                domain,
+                ep as usize,
+                tx_op_flags,
+            )
+        };
         install::<true>(&mut rec);
         let rec = Box::into_raw(rec);
         if !BELOW.insert(ep as usize, rec) {
@@ -134,6 +152,7 @@ impl RingEp {
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
         registered: usize,
+        tx_op_flags: u64,
     ) -> Box<RingEp> {
         // SAFETY: caller's contract.
         let (m, t, r, a) = unsafe {
@@ -160,6 +179,7 @@ impl RingEp {
             domain,
             ep: registered,
             hints: Default::default(),
+            tx_op_flags,
         })
     }
 
@@ -209,10 +229,11 @@ impl RingEp {
     /// the peer's progress to answer; a sleeping peer must wake for both).
     ///
     /// `answered`: whether the operation completes here only when the peer's progress answers
-    /// it (asked only when this domain waits and the core accepted it, see [`answered_len`]):
-    /// then the peer is asked to ring the answer (`answers.rs`).
+    /// it, given the endpoint's default transmit flags (asked only when this domain waits and
+    /// the core accepted it, see [`answered_len`]): then the peer is asked to ring the answer
+    /// (`answers.rs`).
     #[inline]
-    fn after(&self, ret: isize, dest: ofi::fi_addr_t, answered: impl FnOnce() -> bool) {
+    fn after(&self, ret: isize, dest: ofi::fi_addr_t, answered: impl FnOnce(u64) -> bool) {
         if (ret != 0 && ret != crate::boundary::ffi::err::EAGAIN as isize) || dest == FI_ADDR_UNSPEC
         {
             return;
@@ -220,15 +241,17 @@ impl RingEp {
         let asks = |peer: Option<&PeerBell>| {
             if let Some(bell) = &self.bell
                 && ret == 0
-                && answered()
+                && answered(self.tx_op_flags)
             {
                 self.ask(bell, peer);
             }
         };
         match self.peers().get(dest, || self.lookup(dest), &self.domain) {
             Looked::Bell(p) => {
-                p.ring_if_armed();
+                // Asked first: a peer the ring wakes may answer at once, and rings only
+                // askers it counted before its progress call (`answers.rs`).
                 asks(Some(p));
+                p.ring_if_armed();
             }
             Looked::NoBell => {
                 if let Some(bell) = &self.bell {
@@ -282,10 +305,16 @@ fn answered_len(len: usize, flags: u64) -> bool {
     len > SHM_INJECT_SIZE || flags & ofi::FI_DELIVERY_COMPLETE as u64 != 0
 }
 
-/// Whether a vectored send or write of `count` iovecs completes only when the target answers.
-fn iov_answered(iov: Iov, count: usize) -> bool {
+/// Whether a vectored send or write of `count` iovecs with `flags` completes only when the
+/// target answers.
+fn iov_answered(iov: Iov, count: usize, flags: u64) -> bool {
     // SAFETY: the application's iovec array of `count` entries, which the core just accepted.
-    answered_len(unsafe { iov_len(iov, count) }, 0)
+    answered_len(unsafe { iov_len(iov, count) }, flags)
+}
+
+/// Whether an atomic that returns nothing, with `flags`, completes only when the target answers.
+fn atomic_answered(flags: u64) -> bool {
+    flags & ofi::FI_DELIVERY_COMPLETE as u64 != 0
 }
 
 /// Puts the ringing entries (finding their record by table pointer, or by registry when
@@ -357,7 +386,7 @@ macro_rules! ringing {
                 let Some(f) = rec.$inner.$slot else { return crate::boundary::ffi::err::ENOSYS as isize };
                 // SAFETY: the entry this one replaced, with the application's arguments.
                 let ret = unsafe { f(ep, $($a),*) };
-                rec.after(ret, $dest, || $answered);
+                rec.after(ret, $dest, $answered);
                 ret
             }
         }
@@ -395,40 +424,40 @@ macro_rules! msg_addr {
     };
 }
 
-ringing!(m_send, msg, inner_msg.send, (buf: CP, len: usize, desc: P, dest: Addr, ctx: P), dest, answered_len(len, 0));
-ringing!(m_sendv, msg, inner_msg.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, ctx: P), dest, iov_answered(iov, count));
-ringing!(m_sendmsg, msg, inner_msg.sendmsg, (m: *const ofi::fi_msg, flags: u64), msg_addr!(m), msg_answered!(m, flags));
-ringing!(m_inject, msg, inner_msg.inject, (buf: CP, len: usize, dest: Addr), dest, false);
-ringing!(m_senddata, msg, inner_msg.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, ctx: P), dest, answered_len(len, 0));
-ringing!(m_injectdata, msg, inner_msg.injectdata, (buf: CP, len: usize, data: u64, dest: Addr), dest, false);
+ringing!(m_send, msg, inner_msg.send, (buf: CP, len: usize, desc: P, dest: Addr, ctx: P), dest, |d| answered_len(len, d));
+ringing!(m_sendv, msg, inner_msg.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, ctx: P), dest, |d| iov_answered(iov, count, d));
+ringing!(m_sendmsg, msg, inner_msg.sendmsg, (m: *const ofi::fi_msg, flags: u64), msg_addr!(m), |_| msg_answered!(m, flags));
+ringing!(m_inject, msg, inner_msg.inject, (buf: CP, len: usize, dest: Addr), dest, |_| false);
+ringing!(m_senddata, msg, inner_msg.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, ctx: P), dest, |d| answered_len(len, d));
+ringing!(m_injectdata, msg, inner_msg.injectdata, (buf: CP, len: usize, data: u64, dest: Addr), dest, |_| false);
 
-ringing!(t_send, tagged, inner_tagged.send, (buf: CP, len: usize, desc: P, dest: Addr, tag: u64, ctx: P), dest, answered_len(len, 0));
-ringing!(t_sendv, tagged, inner_tagged.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, tag: u64, ctx: P), dest, iov_answered(iov, count));
-ringing!(t_sendmsg, tagged, inner_tagged.sendmsg, (m: *const ofi::fi_msg_tagged, flags: u64), msg_addr!(m), msg_answered!(m, flags));
-ringing!(t_inject, tagged, inner_tagged.inject, (buf: CP, len: usize, dest: Addr, tag: u64), dest, false);
-ringing!(t_senddata, tagged, inner_tagged.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, tag: u64, ctx: P), dest, answered_len(len, 0));
-ringing!(t_injectdata, tagged, inner_tagged.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, tag: u64), dest, false);
+ringing!(t_send, tagged, inner_tagged.send, (buf: CP, len: usize, desc: P, dest: Addr, tag: u64, ctx: P), dest, |d| answered_len(len, d));
+ringing!(t_sendv, tagged, inner_tagged.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, tag: u64, ctx: P), dest, |d| iov_answered(iov, count, d));
+ringing!(t_sendmsg, tagged, inner_tagged.sendmsg, (m: *const ofi::fi_msg_tagged, flags: u64), msg_addr!(m), |_| msg_answered!(m, flags));
+ringing!(t_inject, tagged, inner_tagged.inject, (buf: CP, len: usize, dest: Addr, tag: u64), dest, |_| false);
+ringing!(t_senddata, tagged, inner_tagged.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, tag: u64, ctx: P), dest, |d| answered_len(len, d));
+ringing!(t_injectdata, tagged, inner_tagged.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, tag: u64), dest, |_| false);
 
-ringing!(r_read, rma, inner_rma.read, (buf: P, len: usize, desc: P, src: Addr, addr: u64, key: u64, ctx: P), src, true);
-ringing!(r_readv, rma, inner_rma.readv, (iov: Iov, desc: Descs, count: usize, src: Addr, addr: u64, key: u64, ctx: P), src, true);
-ringing!(r_readmsg, rma, inner_rma.readmsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), true);
-ringing!(r_write, rma, inner_rma.write, (buf: CP, len: usize, desc: P, dest: Addr, addr: u64, key: u64, ctx: P), dest, answered_len(len, 0));
-ringing!(r_writev, rma, inner_rma.writev, (iov: Iov, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, ctx: P), dest, iov_answered(iov, count));
-ringing!(r_writemsg, rma, inner_rma.writemsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), msg_answered!(m, flags));
-ringing!(r_inject, rma, inner_rma.inject, (buf: CP, len: usize, dest: Addr, addr: u64, key: u64), dest, false);
-ringing!(r_writedata, rma, inner_rma.writedata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, addr: u64, key: u64, ctx: P), dest, answered_len(len, 0));
-ringing!(r_injectdata, rma, inner_rma.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, addr: u64, key: u64), dest, false);
+ringing!(r_read, rma, inner_rma.read, (buf: P, len: usize, desc: P, src: Addr, addr: u64, key: u64, ctx: P), src, |_| true);
+ringing!(r_readv, rma, inner_rma.readv, (iov: Iov, desc: Descs, count: usize, src: Addr, addr: u64, key: u64, ctx: P), src, |_| true);
+ringing!(r_readmsg, rma, inner_rma.readmsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), |_| true);
+ringing!(r_write, rma, inner_rma.write, (buf: CP, len: usize, desc: P, dest: Addr, addr: u64, key: u64, ctx: P), dest, |d| answered_len(len, d));
+ringing!(r_writev, rma, inner_rma.writev, (iov: Iov, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, ctx: P), dest, |d| iov_answered(iov, count, d));
+ringing!(r_writemsg, rma, inner_rma.writemsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), |_| msg_answered!(m, flags));
+ringing!(r_inject, rma, inner_rma.inject, (buf: CP, len: usize, dest: Addr, addr: u64, key: u64), dest, |_| false);
+ringing!(r_writedata, rma, inner_rma.writedata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, addr: u64, key: u64, ctx: P), dest, |d| answered_len(len, d));
+ringing!(r_injectdata, rma, inner_rma.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, addr: u64, key: u64), dest, |_| false);
 
-ringing!(a_write, atomic, inner_atomic.write, (buf: CP, count: usize, desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, false);
-ringing!(a_writev, atomic, inner_atomic.writev, (iov: Ioc, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, false);
-ringing!(a_writemsg, atomic, inner_atomic.writemsg, (m: *const ofi::fi_msg_atomic, flags: u64), msg_addr!(m), flags & ofi::FI_DELIVERY_COMPLETE as u64 != 0);
-ringing!(a_inject, atomic, inner_atomic.inject, (buf: CP, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op), dest, false);
-ringing!(a_readwrite, atomic, inner_atomic.readwrite, (buf: CP, count: usize, desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, true);
-ringing!(a_readwritev, atomic, inner_atomic.readwritev, (iov: Ioc, desc: Descs, count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, true);
-ringing!(a_readwritemsg, atomic, inner_atomic.readwritemsg, (m: *const ofi::fi_msg_atomic, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m), true);
-ringing!(a_compwrite, atomic, inner_atomic.compwrite, (buf: CP, count: usize, desc: P, compare: CP, compare_desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, true);
-ringing!(a_compwritev, atomic, inner_atomic.compwritev, (iov: Ioc, desc: Descs, count: usize, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, true);
-ringing!(a_compwritemsg, atomic, inner_atomic.compwritemsg, (m: *const ofi::fi_msg_atomic, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m), true);
+ringing!(a_write, atomic, inner_atomic.write, (buf: CP, count: usize, desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, atomic_answered);
+ringing!(a_writev, atomic, inner_atomic.writev, (iov: Ioc, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, atomic_answered);
+ringing!(a_writemsg, atomic, inner_atomic.writemsg, (m: *const ofi::fi_msg_atomic, flags: u64), msg_addr!(m), |_| atomic_answered(flags));
+ringing!(a_inject, atomic, inner_atomic.inject, (buf: CP, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op), dest, |_| false);
+ringing!(a_readwrite, atomic, inner_atomic.readwrite, (buf: CP, count: usize, desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, |_| true);
+ringing!(a_readwritev, atomic, inner_atomic.readwritev, (iov: Ioc, desc: Descs, count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, |_| true);
+ringing!(a_readwritemsg, atomic, inner_atomic.readwritemsg, (m: *const ofi::fi_msg_atomic, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m), |_| true);
+ringing!(a_compwrite, atomic, inner_atomic.compwrite, (buf: CP, count: usize, desc: P, compare: CP, compare_desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, |_| true);
+ringing!(a_compwritev, atomic, inner_atomic.compwritev, (iov: Ioc, desc: Descs, count: usize, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, |_| true);
+ringing!(a_compwritemsg, atomic, inner_atomic.compwritemsg, (m: *const ofi::fi_msg_atomic, comparev: Ioc, compare_desc: Descs, compare_count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m), |_| true);
 
 /// An endpoint's part in the doorbell: the name its bell is published under (removed when
 /// dropped) and its ringing tables (freed when dropped, after the core closed the endpoint).
@@ -492,9 +521,10 @@ impl EpBell {
         domain: Arc<DomainPeers>,
         name: Option<super::bell::NameFile>,
         hints: u128,
+        tx_op_flags: u64,
     ) -> EpBell {
         // SAFETY: caller's contract.
-        let ring = unsafe { RingEp::patch(ep, av, bell, domain) };
+        let ring = unsafe { RingEp::patch(ep, av, bell, domain, tx_op_flags) };
         // SAFETY: made just now, freed with the EpBell.
         unsafe { (*ring).set_hints(hints) };
         EpBell { name, ring }
@@ -509,9 +539,10 @@ impl EpBell {
         ep: *mut ofi::fid_ep,
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
+        tx_op_flags: u64,
     ) -> Option<EpBell> {
         // SAFETY: caller's contract.
-        let ring = unsafe { RingEp::patch_below(ep, bell, domain) }?;
+        let ring = unsafe { RingEp::patch_below(ep, bell, domain, tx_op_flags) }?;
         Some(EpBell { name: None, ring })
     }
 
