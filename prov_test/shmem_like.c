@@ -28,10 +28,16 @@
  * |          | fi_cntr_wait, woken by the put and nothing else; only printed over             |
  * |          | rscntr(sockets), whose waits there yield; the sleeps only printed with manual  |
  * |          | progress, where SOS's order leaves the domain re-checking every 1 ms)           |
+ * | quiets   | PE 0 puts 8 B and quiets 20 times, 5 ms apart, while PE 1 makes no libfabric    |
+ * |          | call: PE 1's automatic progress completes each put, and the last is in place   |
+ * | self     | 50 times an 8 B fi_inject_write and an fi_inject_atomic SUM to the PE's own     |
+ * |          | heap, each quieted, then the word looked at: the value is in place (judged     |
+ * |          | over sockets; over rscntr(shm) and rscntr(tcp;ofi_rxm) only printed: known     |
+ * |          | limitation, the cores count injects when posted)                               |
  * | realloc  | the heap MR closed and registered anew (shmem_realloc), the counter bound       |
  * |          | again, key and address published again; puts from every context and a 1 MiB  |
  * |          | put to it                                                                      |
- * Then the target counter holds exactly the writes and atomics the peer made (reads not:
+ * Then the target counter holds exactly the writes and atomics the peer and the PE itself made (reads not:
  * it is bound FI_REMOTE_WRITE), and each put and get counter exactly what its context issued.
  *
  * RSCNTR_TEST_PROV names the provider (default rscntr, over FI_RSCNTR_CORE); a core that
@@ -71,6 +77,7 @@
 #define OFF_SIG_DATA (OFF_FLAG + 64)
 #define OFF_FETCH (OFF_SIG_DATA + SMALL)
 #define OFF_CSWAP (OFF_FETCH + 8)
+#define OFF_SELF (OFF_CSWAP + 64)
 #define OFF_BIG BIG
 #define OFF_GET_SRC (2 * BIG)
 
@@ -162,6 +169,7 @@ static void barrier(void)
 }
 
 static uint64_t expect_target;
+static uint64_t self_made; /* writes and atomics this PE made toward its own heap */
 
 /* After the peer's quiet: an injected put completes at its initiator when posted (shm), so
  * the pipe may overtake it. SOS's own barrier goes through the provider, in order; here each
@@ -606,6 +614,82 @@ static void idle_wait(void)
 	barrier();
 }
 
+/* A PE's puts and atomics to itself (SOS's teams of one PE, its collectives' own share):
+ * SELF_ROUNDS times an 8-byte fi_inject_write and an fi_inject_atomic SUM toward this PE's own
+ * heap, each followed by a quiet and a look at the word: after the quiet, the value is in
+ * place (the endpoint's op_flags ask for delivery complete). Judged over sockets, directly
+ * and under rscntr. Over rscntr(shm) and rscntr(tcp;ofi_rxm) the cores count an inject when it
+ * is posted, whatever the flags, and the bytes land when the target endpoint's progress runs:
+ * a known limitation (docs/user-guide.md), printed with how many were stale. */
+#define SELF_ROUNDS 50
+static void self_puts(void)
+{
+	struct ctx *x = &ctxs[0];
+	volatile uint64_t *word = (volatile uint64_t *) (heap + OFF_SELF);
+	volatile int64_t *sum = (volatile int64_t *) (heap + OFF_SELF + 8);
+	static uint64_t v;
+	static int64_t one = 1;
+	int stale_put = 0, stale_atomic = 0;
+	barrier();
+	*sum = 0;
+	for (int r = 0; r < SELF_ROUNDS; r++) {
+		v = (uint64_t) me * 1000000 + r + 1;
+		uint64_t at = mine.heap_addr + OFF_SELF;
+		if (RETRY(fi_inject_write(x->ep, &v, 8, addrs[me], at, mine.heap_key)) == 0) {
+			x->puts++;
+			self_made++;
+		}
+		quiet(x, "a put to this PE");
+		stale_put += *word != v;
+		if (RETRY(fi_inject_atomic(x->ep, &one, 1, addrs[me], at + 8, mine.heap_key, FI_INT64, FI_SUM)) == 0) {
+			x->puts++;
+			self_made++;
+		}
+		quiet(x, "an atomic to this PE");
+		stale_atomic += *sum != r + 1;
+	}
+	const char *core = getenv("FI_RSCNTR_CORE");
+	if (strcmp(prov, "sockets") && !(core && !strcmp(core, "sockets"))) {
+		printf(NAME ": PE %d: %d of %d puts and %d of %d atomics to itself not in place after their "
+		       "quiet (known limitation over %s, not judged)\n", me, stale_put, SELF_ROUNDS, stale_atomic,
+		       SELF_ROUNDS, core ? core : prov);
+	} else {
+		CHECK(!stale_put, "%d of %d puts to this PE not in place after their quiet", stale_put,
+		      SELF_ROUNDS);
+		CHECK(!stale_atomic, "%d of %d atomics to this PE not in place after their quiet",
+		      stale_atomic, SELF_ROUNDS);
+	}
+	barrier();
+}
+
+/* Quiets toward a PE that makes no libfabric call (blocked in a barrier, as a PE computing or
+ * in PMI): PE 0 puts 8 bytes (fi_write, delivery complete by the endpoint's op_flags) and
+ * quiets, QUIET_ROUNDS times, 5 ms apart (the peer's progress idles between). Each quiet
+ * completes only when PE 1's automatic progress has answered the put; over rscntr(shm) that
+ * progress rings PE 0 when it has (its quiets' time is docs/shmem_bench.md's put latency, never
+ * judged here). */
+#define QUIET_ROUNDS 20
+static void quiets_toward_idle_peer(void)
+{
+	struct ctx *x = &ctxs[0];
+	static uint64_t word[QUIET_ROUNDS];
+	barrier();
+	if (me == 0) {
+		for (int r = 0; r < QUIET_ROUNDS; r++) {
+			usleep(5000);
+			word[r] = 9000 + r;
+			put(x, &word[r], 8, OFF_SIG_DATA);
+			quiet(x, "a quiet toward an idle PE");
+		}
+	}
+	barrier();
+	if (me == 1)
+		CHECK(*(volatile uint64_t *) (heap + OFF_SIG_DATA) == 9000 + QUIET_ROUNDS - 1,
+		      "the last of the quiets' puts is not in place: %" PRIu64,
+		      *(volatile uint64_t *) (heap + OFF_SIG_DATA));
+	barrier();
+}
+
 /* shmem_realloc: the heap MR goes and comes back; the counter is bound again. */
 static void realloc_heap(void)
 {
@@ -626,13 +710,14 @@ static void final_counts(void)
 	uint64_t peer_expect = 0;
 	put_all(&expect_target, sizeof expect_target);
 	get_all(&peer_expect, sizeof peer_expect);
+	peer_expect += self_made;
 	int ret = fi_cntr_wait(target, peer_expect, 10000);
 	CHECK(ret == 0, "the target counter did not reach %" PRIu64 " (%" PRIu64 ", ret %d)", peer_expect,
 	      fi_cntr_read(target), ret);
 	barrier();
 	usleep(100000);
 	uint64_t got = fi_cntr_read(target);
-	CHECK(got == peer_expect, "the target counter reads %" PRIu64 ", the peer made %" PRIu64
+	CHECK(got == peer_expect, "the target counter reads %" PRIu64 ", the peer and this PE made %" PRIu64
 	      " writes and atomics toward this PE", got, peer_expect);
 	CHECK(fi_cntr_readerr(target) == 0, "errors on the target counter");
 	for (int c = 0; c < NCTX; c++) {
@@ -642,7 +727,7 @@ static void final_counts(void)
 		CHECK(fi_cntr_read(x->get) == x->gets, "context %d: get counter %" PRIu64 ", issued %" PRIu64, c,
 		      fi_cntr_read(x->get), x->gets);
 	}
-	printf(NAME ": PE %d: target counter %" PRIu64 " (the peer's writes and atomics), %d contexts' put and "
+	printf(NAME ": PE %d: target counter %" PRIu64 " (the peer's and its own writes and atomics), %d contexts' put and "
 	       "get counters exact\n", me, got, NCTX);
 }
 
@@ -718,6 +803,8 @@ static int pe_main(void)
 	big_get();
 	signals();
 	idle_wait();
+	quiets_toward_idle_peer();
+	self_puts();
 	realloc_heap();
 	final_counts();
 	barrier();
