@@ -1,7 +1,7 @@
 //! rscntr's bind for core endpoints and MRs: an rscntr counter is replaced by the core counter
 //! that feeds it (opened with FI_PEER); every other fid goes to the core unchanged.
 
-use super::doorbell::ring::EpBell;
+use super::doorbell::ring::{EpBell, Posting};
 use super::home::CoreHome;
 use super::hooks::{BindHook, CntrBind, Step};
 use super::interpose::close_through_core;
@@ -129,13 +129,23 @@ pub unsafe fn patch(fid: *mut ofi::fid, home: &CoreHome, core: &str) {
     unsafe { patch_fid(fid, home, core, None, std::ptr::null_mut()) };
 }
 
-/// The default transmit flags of the info an endpoint was opened with (0 without one).
+/// How an endpoint posts, for its ringing tables (`doorbell/ring.rs`): its default transmit
+/// flags (those of the info it was opened with, 0 without one), and its domain's progress, run
+/// once after an inject toward the domain itself.
 ///
 /// # Safety
-/// `core_info` is NULL or a valid info.
-unsafe fn tx_op_flags(core_info: *const ofi::fi_info) -> u64 {
+/// `core_info` is NULL or a valid info; `home` outlives the endpoint.
+unsafe fn posting(home: &CoreHome, core_info: *const ofi::fi_info) -> Posting {
     // SAFETY: caller's contract.
-    unsafe { core_info.as_ref().and_then(|i| i.tx_attr.as_ref()) }.map_or(0, |t| t.op_flags)
+    let tx = unsafe { core_info.as_ref().and_then(|i| i.tx_attr.as_ref()) };
+    let home = home as *const CoreHome as usize;
+    Posting {
+        tx_op_flags: tx.map_or(0, |t| t.op_flags),
+        // SAFETY: the home outlives its endpoints, whose ringing tables are freed after them.
+        land: Some(std::sync::Arc::new(move || {
+            super::progress::drive_unless_busy(unsafe { &*(home as *const CoreHome) })
+        })),
+    }
 }
 
 /// Gives a core endpoint (or transmit/receive context) rscntr's bind and close, and its
@@ -180,7 +190,8 @@ pub unsafe fn patch_ep(
                 .load(std::sync::atomic::Ordering::Acquire)
                 .then(|| home.waits().bell_blocker().ok())
                 .flatten();
-            *(*b).bell.lock() = EpBell::below(ep, bell, home.peers.clone(), tx_op_flags(core_info));
+            *(*b).bell.lock() =
+                EpBell::below(ep, bell, home.peers.clone(), posting(home, core_info));
         }
         if let Some(events) = &home.rma {
             let tx = core_info.as_ref().and_then(|i| i.tx_attr.as_ref());
@@ -791,7 +802,7 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
             let av = b.av.load(std::sync::atomic::Ordering::Acquire);
             // SAFETY: enabled just now; the application has not had the enable's return yet.
             *b.bell.lock() =
-                Some(unsafe { EpBell::ring(fid.cast(), av, blocker, home.peers.clone(), name, hints, tx_op_flags(b.core_info)) });
+                Some(unsafe { EpBell::ring(fid.cast(), av, blocker, home.peers.clone(), name, hints, posting(home, b.core_info)) });
         }
         if ret == 0
             && let Some(bound) = enabling.as_mut()

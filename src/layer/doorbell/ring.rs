@@ -55,10 +55,22 @@ pub struct RingEp {
     /// The feeds of the counters bound to the endpoint at its FI_ENABLE (low, high halves):
     /// what a peer's ring for answers to its operations wakes (see `answers.rs`).
     hints: [std::sync::atomic::AtomicU64; 2],
+    /// The endpoint's default flags and its domain's progress.
+    posting: Posting,
+}
+
+/// The domain's progress, for [`Posting`]'s `land`.
+pub type Land = Arc<dyn Fn() + Send + Sync>;
+
+/// What an endpoint's ringing tables know of how it posts.
+pub struct Posting {
     /// The endpoint's default transmit flags (its info's `tx_attr->op_flags`), which the core
     /// applies to every operation but the `*msg` ones: with `FI_DELIVERY_COMPLETE` among them
     /// (Sandia OpenSHMEM sets it) a write or atomic completes only when the target answers.
-    tx_op_flags: u64,
+    pub tx_op_flags: u64,
+    /// Runs the domain's progress once (`progress::drive_unless_busy`): after an inject toward
+    /// an endpoint of this same domain (see [`RingEp::after`]).
+    pub land: Option<Land>,
 }
 
 impl RingEp {
@@ -73,10 +85,10 @@ impl RingEp {
         av: *mut ofi::fid_av,
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
-        tx_op_flags: u64,
+        posting: Posting,
     ) -> *mut RingEp {
         // SAFETY: caller's contract.
-        let mut rec = unsafe { RingEp::over(ep, av, bell, domain, 0, tx_op_flags) };
+        let mut rec = unsafe { RingEp::over(ep, av, bell, domain, 0, posting) };
         install::<false>(&mut rec);
         let rec = Box::into_raw(rec);
         // SAFETY: caller's contract; the record lives until freed after the endpoint closed.
@@ -96,19 +108,11 @@ impl RingEp {
         ep: *mut ofi::fid_ep,
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
-        tx_op_flags: u64,
+        posting: Posting,
     ) -> Option<*mut RingEp> {
         // SAFETY: caller's contract.
-        let mut rec = unsafe {
-            RingEp::over(
-                ep,
-                std::ptr::null_mut(),
-                bell,
-                domain,
-                ep as usize,
-                tx_op_flags,
-            )
-        };
+        let mut rec =
+            unsafe { RingEp::over(ep, std::ptr::null_mut(), bell, domain, ep as usize, posting) };
         install::<true>(&mut rec);
         let rec = Box::into_raw(rec);
         if !BELOW.insert(ep as usize, rec) {
@@ -152,7 +156,7 @@ impl RingEp {
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
         registered: usize,
-        tx_op_flags: u64,
+        posting: Posting,
     ) -> Box<RingEp> {
         // SAFETY: caller's contract.
         let (m, t, r, a) = unsafe {
@@ -179,7 +183,7 @@ impl RingEp {
             domain,
             ep: registered,
             hints: Default::default(),
-            tx_op_flags,
+            posting,
         })
     }
 
@@ -232,8 +236,21 @@ impl RingEp {
     /// it, given the endpoint's default transmit flags (asked only when this domain waits and
     /// the core accepted it, see [`answered_len`]): then the peer is asked to ring the answer
     /// (`answers.rs`).
+    ///
+    /// `injected`: an inject, which shm counts when it is posted whatever the flags, while its
+    /// bytes land when the target endpoint's progress runs. Toward an endpoint of this same
+    /// domain (a PE putting to itself, as Sandia OpenSHMEM's teams of one PE do) from an
+    /// endpoint whose operations complete at delivery, this domain's progress runs once before
+    /// the call returns, so that the bytes are in place when the count is: a quiet that follows
+    /// returns after the data, as it promises.
     #[inline]
-    fn after(&self, ret: isize, dest: ofi::fi_addr_t, answered: impl FnOnce(u64) -> bool) {
+    fn after(
+        &self,
+        ret: isize,
+        dest: ofi::fi_addr_t,
+        answered: impl FnOnce(u64) -> bool,
+        injected: bool,
+    ) {
         if (ret != 0 && ret != crate::boundary::ffi::err::EAGAIN as isize) || dest == FI_ADDR_UNSPEC
         {
             return;
@@ -241,7 +258,7 @@ impl RingEp {
         let asks = |peer: Option<&PeerBell>| {
             if let Some(bell) = &self.bell
                 && ret == 0
-                && answered(self.tx_op_flags)
+                && answered(self.posting.tx_op_flags)
             {
                 self.ask(bell, peer);
             }
@@ -252,6 +269,14 @@ impl RingEp {
                 // askers it counted before its progress call (`answers.rs`).
                 asks(Some(p));
                 p.ring_if_armed();
+                if injected
+                    && ret == 0
+                    && self.posting.tx_op_flags & ofi::FI_DELIVERY_COMPLETE as u64 != 0
+                    && self.domain.is_own(p)
+                    && let Some(land) = &self.posting.land
+                {
+                    land();
+                }
             }
             Looked::NoBell => {
                 if let Some(bell) = &self.bell {
@@ -369,9 +394,10 @@ macro_rules! rec_of {
     }};
 }
 
-/// A ringing entry: calls the wrapped one, then rings `$dest`.
+/// A ringing entry: calls the wrapped one, then rings `$dest`. A trailing `inject` marks an
+/// inject (see [`RingEp::after`]).
 macro_rules! ringing {
-    ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr, $answered:expr) => {
+    ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr, $answered:expr $(, $inject:ident)?) => {
         unsafe extern "C" fn $name<const BELOW: bool>(ep: *mut ofi::fid_ep, $($a: $t),*) -> isize {
             crate::ffi_boundary! {
                 let rec = if BELOW {
@@ -386,7 +412,8 @@ macro_rules! ringing {
                 let Some(f) = rec.$inner.$slot else { return crate::boundary::ffi::err::ENOSYS as isize };
                 // SAFETY: the entry this one replaced, with the application's arguments.
                 let ret = unsafe { f(ep, $($a),*) };
-                rec.after(ret, $dest, $answered);
+                let injected = false $(|| stringify!($inject) == "inject")?;
+                rec.after(ret, $dest, $answered, injected);
                 ret
             }
         }
@@ -427,16 +454,16 @@ macro_rules! msg_addr {
 ringing!(m_send, msg, inner_msg.send, (buf: CP, len: usize, desc: P, dest: Addr, ctx: P), dest, |d| answered_len(len, d));
 ringing!(m_sendv, msg, inner_msg.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, ctx: P), dest, |d| iov_answered(iov, count, d));
 ringing!(m_sendmsg, msg, inner_msg.sendmsg, (m: *const ofi::fi_msg, flags: u64), msg_addr!(m), |_| msg_answered!(m, flags));
-ringing!(m_inject, msg, inner_msg.inject, (buf: CP, len: usize, dest: Addr), dest, |_| false);
+ringing!(m_inject, msg, inner_msg.inject, (buf: CP, len: usize, dest: Addr), dest, |_| false, inject);
 ringing!(m_senddata, msg, inner_msg.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, ctx: P), dest, |d| answered_len(len, d));
-ringing!(m_injectdata, msg, inner_msg.injectdata, (buf: CP, len: usize, data: u64, dest: Addr), dest, |_| false);
+ringing!(m_injectdata, msg, inner_msg.injectdata, (buf: CP, len: usize, data: u64, dest: Addr), dest, |_| false, inject);
 
 ringing!(t_send, tagged, inner_tagged.send, (buf: CP, len: usize, desc: P, dest: Addr, tag: u64, ctx: P), dest, |d| answered_len(len, d));
 ringing!(t_sendv, tagged, inner_tagged.sendv, (iov: Iov, desc: Descs, count: usize, dest: Addr, tag: u64, ctx: P), dest, |d| iov_answered(iov, count, d));
 ringing!(t_sendmsg, tagged, inner_tagged.sendmsg, (m: *const ofi::fi_msg_tagged, flags: u64), msg_addr!(m), |_| msg_answered!(m, flags));
-ringing!(t_inject, tagged, inner_tagged.inject, (buf: CP, len: usize, dest: Addr, tag: u64), dest, |_| false);
+ringing!(t_inject, tagged, inner_tagged.inject, (buf: CP, len: usize, dest: Addr, tag: u64), dest, |_| false, inject);
 ringing!(t_senddata, tagged, inner_tagged.senddata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, tag: u64, ctx: P), dest, |d| answered_len(len, d));
-ringing!(t_injectdata, tagged, inner_tagged.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, tag: u64), dest, |_| false);
+ringing!(t_injectdata, tagged, inner_tagged.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, tag: u64), dest, |_| false, inject);
 
 ringing!(r_read, rma, inner_rma.read, (buf: P, len: usize, desc: P, src: Addr, addr: u64, key: u64, ctx: P), src, |_| true);
 ringing!(r_readv, rma, inner_rma.readv, (iov: Iov, desc: Descs, count: usize, src: Addr, addr: u64, key: u64, ctx: P), src, |_| true);
@@ -444,14 +471,14 @@ ringing!(r_readmsg, rma, inner_rma.readmsg, (m: *const ofi::fi_msg_rma, flags: u
 ringing!(r_write, rma, inner_rma.write, (buf: CP, len: usize, desc: P, dest: Addr, addr: u64, key: u64, ctx: P), dest, |d| answered_len(len, d));
 ringing!(r_writev, rma, inner_rma.writev, (iov: Iov, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, ctx: P), dest, |d| iov_answered(iov, count, d));
 ringing!(r_writemsg, rma, inner_rma.writemsg, (m: *const ofi::fi_msg_rma, flags: u64), msg_addr!(m), |_| msg_answered!(m, flags));
-ringing!(r_inject, rma, inner_rma.inject, (buf: CP, len: usize, dest: Addr, addr: u64, key: u64), dest, |_| false);
+ringing!(r_inject, rma, inner_rma.inject, (buf: CP, len: usize, dest: Addr, addr: u64, key: u64), dest, |_| false, inject);
 ringing!(r_writedata, rma, inner_rma.writedata, (buf: CP, len: usize, desc: P, data: u64, dest: Addr, addr: u64, key: u64, ctx: P), dest, |d| answered_len(len, d));
-ringing!(r_injectdata, rma, inner_rma.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, addr: u64, key: u64), dest, |_| false);
+ringing!(r_injectdata, rma, inner_rma.injectdata, (buf: CP, len: usize, data: u64, dest: Addr, addr: u64, key: u64), dest, |_| false, inject);
 
 ringing!(a_write, atomic, inner_atomic.write, (buf: CP, count: usize, desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, atomic_answered);
 ringing!(a_writev, atomic, inner_atomic.writev, (iov: Ioc, desc: Descs, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, atomic_answered);
 ringing!(a_writemsg, atomic, inner_atomic.writemsg, (m: *const ofi::fi_msg_atomic, flags: u64), msg_addr!(m), |_| atomic_answered(flags));
-ringing!(a_inject, atomic, inner_atomic.inject, (buf: CP, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op), dest, |_| false);
+ringing!(a_inject, atomic, inner_atomic.inject, (buf: CP, count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op), dest, |_| false, inject);
 ringing!(a_readwrite, atomic, inner_atomic.readwrite, (buf: CP, count: usize, desc: P, result: P, result_desc: P, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, |_| true);
 ringing!(a_readwritev, atomic, inner_atomic.readwritev, (iov: Ioc, desc: Descs, count: usize, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, dest: Addr, addr: u64, key: u64, dt: Dt, op: Op, ctx: P), dest, |_| true);
 ringing!(a_readwritemsg, atomic, inner_atomic.readwritemsg, (m: *const ofi::fi_msg_atomic, resultv: *mut ofi::fi_ioc, result_desc: Descs, result_count: usize, flags: u64), msg_addr!(m), |_| true);
@@ -521,10 +548,10 @@ impl EpBell {
         domain: Arc<DomainPeers>,
         name: Option<super::bell::NameFile>,
         hints: u128,
-        tx_op_flags: u64,
+        posting: Posting,
     ) -> EpBell {
         // SAFETY: caller's contract.
-        let ring = unsafe { RingEp::patch(ep, av, bell, domain, tx_op_flags) };
+        let ring = unsafe { RingEp::patch(ep, av, bell, domain, posting) };
         // SAFETY: made just now, freed with the EpBell.
         unsafe { (*ring).set_hints(hints) };
         EpBell { name, ring }
@@ -539,10 +566,10 @@ impl EpBell {
         ep: *mut ofi::fid_ep,
         bell: Option<Arc<BellBlocker>>,
         domain: Arc<DomainPeers>,
-        tx_op_flags: u64,
+        posting: Posting,
     ) -> Option<EpBell> {
         // SAFETY: caller's contract.
-        let ring = unsafe { RingEp::patch_below(ep, bell, domain, tx_op_flags) }?;
+        let ring = unsafe { RingEp::patch_below(ep, bell, domain, posting) }?;
         Some(EpBell { name: None, ring })
     }
 

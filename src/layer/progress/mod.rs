@@ -94,6 +94,26 @@ pub fn drive(home: &impl DrivenDomain) -> bool {
     found
 }
 
+/// One pass as [`drive`] from inside an application's call, which must not block on a CQ that
+/// this thread may hold further up its stack: a CQ another thread is reading is tried again,
+/// yielding, up to [`BUSY_TRIES`] times (that read may have begun before what this pass is for
+/// was queued), then left.
+pub fn drive_unless_busy(home: &impl DrivenDomain) {
+    for f in home.deferred().filters() {
+        for _ in 0..BUSY_TRIES {
+            // SAFETY: as in `drive`.
+            if unsafe { (*f).drive_unless_busy() }.is_some() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// How often [`drive_unless_busy`] tries a CQ that is busy: another thread's read of it takes
+/// microseconds; this thread's own, further up, would never end.
+const BUSY_TRIES: usize = 1000;
+
 /// The fd the thread sleeps on once the domain is idle: the progress fd, over tcp.
 pub fn idle_fd(home: &impl DrivenDomain) -> Option<std::os::fd::RawFd> {
     let waits = home.waits();

@@ -451,17 +451,32 @@ impl CqFilter {
     /// progress call on this CQ, reading no entry, while the CQ is open and every endpoint
     /// bound to it is enabled. True when the CQ came to hold entries since the last one.
     pub fn drive(&self) -> bool {
+        self.drive_with(true) == Some(true)
+    }
+
+    /// As [`CqFilter::drive`], unless another thread holds the CQ (or this one does, further
+    /// up its stack): then nothing, and None.
+    pub fn drive_unless_busy(&self) -> Option<bool> {
+        self.drive_with(false)
+    }
+
+    fn drive_with(&self, wait: bool) -> Option<bool> {
         if self.eps_pending.load(Ordering::Acquire) != 0
             || self.eps_live.load(Ordering::Acquire) == 0
         {
-            return false;
+            return Some(false);
         }
         // The core closes no endpoint meanwhile (Deferred::closing), and the CQ stays open
         // while the stash is held (cq_close).
-        let _open = self.closing().read_recursive();
-        let st = self.stash.lock();
+        let (_open, st) = if wait {
+            (self.closing().read_recursive(), self.stash.lock())
+        } else {
+            let open = self.closing().try_read_recursive()?;
+            let st = self.stash.try_lock()?;
+            (open, st)
+        };
         if self.closed.load(Ordering::Acquire) {
-            return false;
+            return Some(false);
         }
         // SAFETY: the core's own read of no entries: util CQs run their progress, and
         // answer 0 or -FI_EAVAIL while they hold entries, -FI_EAGAIN while empty.
@@ -472,7 +487,7 @@ impl CqFilter {
         });
         drop(st);
         let holds = n >= 0 || n == err::EAVAIL as isize;
-        !self.held.swap(holds, Ordering::AcqRel) && holds
+        Some(!self.held.swap(holds, Ordering::AcqRel) && holds)
     }
 
     /// Queues an error entry of rscntr's own for the application (a cancelled operation).
