@@ -142,9 +142,9 @@ unsafe fn posting(home: &CoreHome, core_info: *const ofi::fi_info) -> Posting {
     Posting {
         tx_op_flags: tx.map_or(0, |t| t.op_flags),
         // SAFETY: the home outlives its endpoints, whose ringing tables are freed after them.
-        land: Some(std::sync::Arc::new(move || {
+        land: std::sync::Arc::new(move || {
             super::progress::drive_unless_busy(unsafe { &*(home as *const CoreHome) })
-        })),
+        }),
     }
 }
 

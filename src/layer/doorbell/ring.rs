@@ -70,7 +70,7 @@ pub struct Posting {
     pub tx_op_flags: u64,
     /// Runs the domain's progress once (`progress::drive_unless_busy`): after an inject toward
     /// an endpoint of this same domain (see [`RingEp::after`]).
-    pub land: Option<Land>,
+    pub land: Land,
 }
 
 impl RingEp {
@@ -273,9 +273,8 @@ impl RingEp {
                     && ret == 0
                     && self.posting.tx_op_flags & ofi::FI_DELIVERY_COMPLETE as u64 != 0
                     && self.domain.is_own(p)
-                    && let Some(land) = &self.posting.land
                 {
-                    land();
+                    (self.posting.land)();
                 }
             }
             Looked::NoBell => {
@@ -397,7 +396,13 @@ macro_rules! rec_of {
 /// A ringing entry: calls the wrapped one, then rings `$dest`. A trailing `inject` marks an
 /// inject (see [`RingEp::after`]).
 macro_rules! ringing {
-    ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr, $answered:expr $(, $inject:ident)?) => {
+    ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr, $answered:expr, inject) => {
+        ringing!(@ $name, $table, $inner.$slot, ($($a: $t),*), $dest, $answered, true);
+    };
+    ($name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr, $answered:expr) => {
+        ringing!(@ $name, $table, $inner.$slot, ($($a: $t),*), $dest, $answered, false);
+    };
+    (@ $name:ident, $table:ident, $inner:ident . $slot:ident, ($($a:ident : $t:ty),*), $dest:expr, $answered:expr, $injected:expr) => {
         unsafe extern "C" fn $name<const BELOW: bool>(ep: *mut ofi::fid_ep, $($a: $t),*) -> isize {
             crate::ffi_boundary! {
                 let rec = if BELOW {
@@ -412,8 +417,7 @@ macro_rules! ringing {
                 let Some(f) = rec.$inner.$slot else { return crate::boundary::ffi::err::ENOSYS as isize };
                 // SAFETY: the entry this one replaced, with the application's arguments.
                 let ret = unsafe { f(ep, $($a),*) };
-                let injected = false $(|| stringify!($inject) == "inject")?;
-                rec.after(ret, $dest, $answered, injected);
+                rec.after(ret, $dest, $answered, $injected);
                 ret
             }
         }
