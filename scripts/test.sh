@@ -157,16 +157,21 @@ while read -r _ i; do ORDER+=("$i"); done < <(
 JOBS=${RSCNTR_TEST_JOBS:-$(($(nproc) + 1))}
 OUT=$ROOT/target/steps
 rm -rf "$OUT"; mkdir -p "$OUT"
-declare -A PID_STEP=() DONE_RC=() DUR=()
+declare -A PID_STEP=() DONE_RC=() DUR=() CPU=()
 STARTED=()
 running=0 next_print=0 ndone=0
+# The CPU a step used (user + system, its processes as far as they were waited for), beside its
+# wall time: the pool is bound by the CPU, so a step's CPU is what it costs the others.
+CPU_TIME=()
+[ -x /usr/bin/time ] && CPU_TIME=(/usr/bin/time -q -f '%U %S')
 start_step() { # <index>
-    local i=$1
+    local i=$1 timed=()
     STARTED[$i]=$SECONDS
+    [ ${#CPU_TIME[@]} -gt 0 ] && timed=("${CPU_TIME[@]}" -o "$OUT/$i.cpu")
     case ${STEP_MODE[$i]} in
-        alone) bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
-        hostnet) scripts/isolated.sh --host-net bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
-        *) scripts/isolated.sh bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
+        alone) "${timed[@]}" bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
+        hostnet) "${timed[@]}" scripts/isolated.sh --host-net bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
+        *) "${timed[@]}" scripts/isolated.sh bash scripts/test.sh --run-step "$i" > "$OUT/$i.log" 2>&1 & ;;
     esac
     PID_STEP[$!]=$i
     running=$((running + 1))
@@ -197,6 +202,8 @@ reap_one() {
     i=${PID_STEP[$pid]}; unset "PID_STEP[$pid]"
     running=$((running - 1)) ndone=$((ndone + 1))
     DONE_RC[$i]=$rc DUR[$i]=$((SECONDS - STARTED[$i]))
+    CPU[$i]=$(awk 'NF == 2 { printf "%d", $1 + $2 + 0.5 }' "$OUT/$i.cpu" 2>/dev/null)
+    CPU[$i]=${CPU[$i]:--}
     printf '[runner] %d/%d done (%d running): %s: rc %d, %d s\n' "$ndone" "${#TAKE[@]}" "$running" \
         "${STEP_NAMES[$i]}" "$rc" "${DUR[$i]}"
     print_ready
@@ -230,10 +237,10 @@ record=$ROOT/target/test_run.md
     echo "at the end. Set-up (scripts/setup.sh) and the shared programs: ${setup_s} s and $((steps_t0 - setup_t1)) s;"
     echo "the steps: $((SECONDS - steps_t0)) s; the whole run: ${total_s} s."
     echo
-    echo "| # | seconds | mode | step |"
-    echo "|---|---|---|---|"
+    echo "| # | seconds | mode | step | CPU seconds |"
+    echo "|---|---|---|---|---|"
     for i in "${TAKE[@]}"; do
-        printf '| %s | %s | %s | %s |\n' "$i" "${DUR[$i]}" "${STEP_MODE[$i]}" "${STEP_NAMES[$i]}"
+        printf '| %s | %s | %s | %s | %s |\n' "$i" "${DUR[$i]}" "${STEP_MODE[$i]}" "${STEP_NAMES[$i]}" "${CPU[$i]}"
     done
     echo
     echo "| suite | steps | seconds (sum of its steps) |"
@@ -247,8 +254,9 @@ record=$ROOT/target/test_run.md
     done
 } > "$record"
 printf '\n[time] the ten slowest steps:\n'
-for i in "${TAKE[@]}"; do printf '%s\t%s\n' "${DUR[$i]}" "${STEP_NAMES[$i]}"; done | sort -t$'\t' -k1,1nr | head -10 |
-    while IFS=$'\t' read -r secs name; do printf '[time] %6d s  %s\n' "$secs" "${name:0:110}"; done
+for i in "${TAKE[@]}"; do printf '%s\t%s\t%s\n' "${DUR[$i]}" "${CPU[$i]}" "${STEP_NAMES[$i]}"; done |
+    sort -t$'\t' -k1,1nr | head -10 |
+    while IFS=$'\t' read -r secs cpu name; do printf '[time] %6d s (CPU %5s s)  %s\n' "$secs" "$cpu" "${name:0:100}"; done
 printf '[time] total %d s (set-up %d s), %d steps, %d at a time; the record: %s\n' "$total_s" "$setup_s" \
     "${#TAKE[@]}" "$JOBS" "${record#"$ROOT"/}"
 if [ ${#WANT[@]} -eq 0 ] && [ "$total_s" -gt $((TEST_BUDGET_MINUTES * 60)) ]; then
