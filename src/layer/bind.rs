@@ -6,6 +6,7 @@ use super::home::CoreHome;
 use super::hooks::{BindHook, CntrBind, Step};
 use super::interpose::close_through_core;
 use super::rma_event::RmaEp;
+use super::shm_endpoints::is_shm;
 use super::trigger::CqFilter;
 use super::trigger::alias;
 use super::trigger::{TriggerEp, WorkHome};
@@ -53,6 +54,9 @@ struct Binder {
     bound: Mutex<Bound>,
     /// Endpoints: the core AV bound here (where a ringing endpoint looks its peers up).
     av: std::sync::atomic::AtomicPtr<ofi::fid_av>,
+    /// Endpoints over shm: the AV is bound to the core endpoint at FI_ENABLE, and its region
+    /// kept mapped after the core closed it (`shm_endpoints.rs`).
+    shm: bool,
     /// Endpoints of a domain that waits over shm: the doorbell's part (`doorbell/ring.rs`), made
     /// at FI_ENABLE, dropped after the core closed the endpoint.
     bell: Mutex<Option<EpBell>>,
@@ -67,6 +71,8 @@ struct Bound {
     /// In a domain rscntr drives (`progress.rs`): the filters of the CQs bound here, told
     /// when the endpoint is enabled and closed.
     cqs: Vec<*mut CqFilter>,
+    /// Over shm, until FI_ENABLE: the AV the application bound (`shm_endpoints.rs`).
+    av_at_enable: *mut ofi::fid,
 }
 
 /// Does `core` need the application's FI_ENABLE repeated after a shared transmit or receive
@@ -263,6 +269,7 @@ unsafe fn patch_fid(
             home,
             core: core.into(),
             reenable_after_shared_ctx: is_ep && reenables_after_shared_ctx(core),
+            shm: is_ep && is_shm(core),
             flush_passes: 0,
             core_info,
             trigger: std::ptr::null_mut(),
@@ -272,6 +279,7 @@ unsafe fn patch_fid(
                 enabled: !is_ep,
                 flush_cqs: Vec::new(),
                 cqs: Vec::new(),
+                av_at_enable: std::ptr::null_mut(),
             }),
             av: Default::default(),
             bell: Mutex::new(None),
@@ -535,7 +543,31 @@ unsafe fn bind_core_fid(
     // SAFETY: caller's contract.
     let class = unsafe { (*bfid).fclass };
     let shared = class == ofi::FI_CLASS_STX_CTX as usize || class == ofi::FI_CLASS_SRX_CTX as usize;
+    if b.shm && class == ofi::FI_CLASS_AV as usize {
+        // Bound to the core at FI_ENABLE (`shm_endpoints.rs`).
+        let mut bound = b.bound.lock();
+        if !bound.enabled {
+            if !bound.av_at_enable.is_null() {
+                fi_warn!(EpCtrl, "an AV is already bound to this {} endpoint", b.core);
+                return err::EINVAL;
+            }
+            bound.av_at_enable = bfid;
+            b.av.store(bfid.cast(), std::sync::atomic::Ordering::Release);
+            if let Some(bell) = &*b.bell.lock() {
+                bell.record().set_av(bfid.cast());
+            }
+            return 0;
+        }
+    }
     if !(b.reenable_after_shared_ctx && shared) {
+        // SAFETY: the home outlives the fids bound in it.
+        let home = unsafe { &*b.home };
+        let driven = home.auto_progress && b.ep_ops.is_some();
+        // In a domain rscntr drives, its drives wait from the core's bind of a CQ until the
+        // CQ's filter counts the endpoint as not enabled yet: a drive in between would have the
+        // core progress an endpoint without its resources (shm's region, made at FI_ENABLE).
+        let exclusive =
+            (driven && class == ofi::FI_CLASS_CQ as usize).then(|| home.deferred.closing.write());
         // SAFETY: the core's own bind of a fid rscntr does not own.
         let ret = unsafe { orig_bind(fid, bfid, flags) };
         if ret == 0 && class == ofi::FI_CLASS_AV as usize {
@@ -554,11 +586,8 @@ unsafe fn bind_core_fid(
                 bound.flush_cqs.push(bfid.cast());
             }
         }
-        // SAFETY: the home outlives the fids bound in it.
-        let home = unsafe { &*b.home };
         // SAFETY: set at patch, freed only after the core closed the endpoint.
         let trigger = unsafe { b.trigger.as_ref() };
-        let driven = home.auto_progress && b.ep_ops.is_some();
         if trigger.is_none() && !driven {
             return 0;
         }
@@ -574,6 +603,7 @@ unsafe fn bind_core_fid(
             unsafe { (*f).ep_bound(bound.enabled) };
             bound.cqs.push(f);
         }
+        drop(exclusive);
         if let Some(t) = trigger {
             // Deferred operations' completions are taken out of it (`deferred.rs`), and
             // notifications of remote accesses (`rma_event.rs`).
@@ -651,16 +681,24 @@ unsafe extern "C" fn close(fid: *mut ofi::fid) -> c_int {
         // SAFETY: the home outlives its objects.
         let home = unsafe { &*(*b).home };
         let closing = unsafe { (*b).ep_ops.is_some() }.then(|| home.deferred.closing.write());
+        let mut enabled = false;
         if closing.is_some() {
             // SAFETY: as above; the bound counters cannot close before this endpoint.
             let bound = unsafe { (*b).bound.lock() };
+            enabled = bound.enabled;
             for c in bound.cntrs.iter() {
                 // SAFETY: a bound counter cannot close (EBUSY) before its unbind.
                 unsafe { (**c).binding_closing(bound.enabled) };
             }
         }
+        // Over shm, the region of an enabled endpoint stays mapped (`shm_endpoints.rs`).
+        // SAFETY: as above; an open, enabled endpoint of this domain.
+        let region = (enabled && unsafe { (*b).shm }).then(|| unsafe { home.closed_regions.before_close(fid.cast()) }).flatten();
         // SAFETY: the Binder of `fid`; nothing reaches it once the core closed the object.
         let closed = unsafe { close_through_core(fid, b, (*b).orig_fi_ops) };
+        if let (Ok(_), Some(region)) = (&closed, region) {
+            home.closed_regions.after_close(region);
+        }
         drop(closing);
         let b = match closed {
             Ok(b) => b,
@@ -760,13 +798,27 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
             // SAFETY: the application's struct fi_alias (or NULL).
             return unsafe { alias::open(t, arg) };
         }
+        // SAFETY: the home outlives its endpoints.
+        let home = unsafe { &*b.home };
+        // Over shm, rscntr's drives wait while the core binds the AV and enables
+        // (`shm_endpoints.rs`).
+        let exclusive = (command as u32 == ofi::FI_ENABLE && b.shm).then(|| home.deferred.closing.write());
         // An enable holds the lock across the core's call, so that a bind racing it (see
         // bind_core_fid) sees whether the core has enabled the endpoint.
         let mut enabling = (command as u32 == ofi::FI_ENABLE).then(|| b.bound.lock());
+        if let Some(bound) = enabling.as_mut()
+            && !bound.av_at_enable.is_null()
+        {
+            // SAFETY: the core's own bind of the application's AV, open (bound by it).
+            let ret = unsafe { b.orig_fi_ops.as_ref().and_then(|o| o.bind).map_or(err::ENOSYS, |f| f(fid, bound.av_at_enable, 0)) };
+            if ret != 0 {
+                fi_warn!(EpCtrl, "the {} core refused the AV bound to its endpoint, bound at FI_ENABLE: {ret}", b.core);
+                return ret;
+            }
+            bound.av_at_enable = std::ptr::null_mut();
+        }
         // Over shm: the doorbell published before the core enables, in a domain that waits;
         // ringing tables after, in every domain (`doorbell/ring.rs`).
-        // SAFETY: the home outlives its endpoints.
-        let home = unsafe { &*b.home };
         let bell = match &enabling {
             Some(bound) if !bound.enabled && home.plan == super::wait::Plan::Bell => {
                 // SAFETY: a bound counter cannot close (EBUSY) while bound here.
@@ -796,6 +848,7 @@ unsafe extern "C" fn control(fid: *mut ofi::fid, command: c_int, arg: *mut c_voi
         };
         // SAFETY: the application's command and argument, for the core.
         let ret = unsafe { b.core_control(fid, command, arg) };
+        drop(exclusive);
         if ret == 0
             && let Some((blocker, name, hints)) = bell
         {

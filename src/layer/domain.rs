@@ -181,6 +181,7 @@ pub unsafe fn patch(
                 deferred: Default::default(),
                 rma: rma.then(RmaEvents::default),
                 auto_progress,
+                closed_regions: Default::default(),
             },
             work: WorkQueue::default(),
             _core_info: core_info,

@@ -61,6 +61,9 @@ pub struct CoreHome {
     /// The domain was opened for automatic progress the core lacks: rscntr's progress thread
     /// drives its CQs, all read through filters (`progress/`).
     pub auto_progress: bool,
+    /// The regions of the shm endpoints closed in the domain, kept mapped until it closes
+    /// (`shm_endpoints.rs`).
+    pub closed_regions: super::shm_endpoints::ClosedRegions,
 }
 
 // SAFETY: the raw pointers (the core domain, its fabric) are set when the domain opens and never

@@ -53,6 +53,7 @@ mod hooks;
 mod doorbell;
 mod progress;
 mod rma_event;
+mod shm_endpoints;
 mod trigger;
 mod wait;
 

@@ -622,7 +622,7 @@ impl Drop for EpBell {
 ///
 /// # Safety
 /// `ep` is an open core endpoint.
-unsafe fn ep_name(ep: *mut ofi::fid_ep) -> Option<Vec<u8>> {
+pub unsafe fn ep_name(ep: *mut ofi::fid_ep) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; 256];
     let mut len = buf.len();
     // SAFETY: caller's contract; buf and len live across the call.

@@ -461,9 +461,11 @@ impl CqFilter {
     }
 
     fn drive_with(&self, wait: bool) -> Option<bool> {
-        if self.eps_pending.load(Ordering::Acquire) != 0
-            || self.eps_live.load(Ordering::Acquire) == 0
-        {
+        let idle = || {
+            self.eps_pending.load(Ordering::Acquire) != 0
+                || self.eps_live.load(Ordering::Acquire) == 0
+        };
+        if idle() {
             return Some(false);
         }
         // The core closes no endpoint meanwhile (Deferred::closing), and the CQ stays open
@@ -475,6 +477,11 @@ impl CqFilter {
             let st = self.stash.try_lock()?;
             (open, st)
         };
+        // Again under the lock: an endpoint bound meanwhile is counted by now (its bind holds
+        // the lock for writing until it is: `bind.rs`).
+        if idle() {
+            return Some(false);
+        }
         if self.closed.load(Ordering::Acquire) {
             return Some(false);
         }
