@@ -114,6 +114,24 @@ static inline double now_ms(void)
 		_ret;                                                                     \
 	})
 
+/* Reads one completion from `cq` (an fid_cq *) within `ms` milliseconds: 0, the read's error,
+ * or -FI_ETIMEDOUT. Needs <rdma/fi_eq.h> and <unistd.h>. */
+#define CQ_WAIT(cq, ms)                                                                   \
+	({                                                                                \
+		int _rc = -FI_ETIMEDOUT;                                                  \
+		double _t0 = now_ms();                                                    \
+		struct fi_cq_entry _e;                                                    \
+		while (now_ms() - _t0 < (ms)) {                                           \
+			ssize_t _r = fi_cq_read(cq, &_e, 1);                              \
+			if (_r == 1 || _r != -FI_EAGAIN) {                                \
+				_rc = _r == 1 ? 0 : (int) _r;                             \
+				break;                                                    \
+			}                                                                 \
+			usleep(100);                                                      \
+		}                                                                         \
+		_rc;                                                                      \
+	})
+
 /* The info of a thread-safe RDM endpoint of rscntr over the core FI_RSCNTR_CORE names, for the
  * tests that need one (bound_wait, room_stress, spin_read): NULL when there is nothing to test
  * (no core, or a core without such endpoints: said on stdout) or fi_getinfo failed (a CHECK

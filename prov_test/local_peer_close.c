@@ -68,17 +68,7 @@ static struct fi_info *rdm_info(const char *prov, int *ret)
 /* One completion from `cq` within WAIT_MS; 0 or a negative error. */
 static int cq_wait(struct fid_cq *cq)
 {
-	double t0 = now_ms();
-	struct fi_cq_entry e;
-	while (now_ms() - t0 < WAIT_MS) {
-		ssize_t r = fi_cq_read(cq, &e, 1);
-		if (r == 1)
-			return 0;
-		if (r != -FI_EAGAIN)
-			return (int) r;
-		usleep(100);
-	}
-	return -FI_ETIMEDOUT;
+	return CQ_WAIT(cq, WAIT_MS);
 }
 
 static int open_ep(struct fid_domain *domain, struct fi_info *info, struct fid_av *av,
@@ -90,6 +80,43 @@ static int open_ep(struct fid_domain *domain, struct fi_info *info, struct fid_a
 	    (ret = fi_ep_bind(*ep, &cq->fid, FI_TRANSMIT | FI_RECV)) || (ret = fi_enable(*ep)))
 		fprintf(stderr, "opening an endpoint: %d (%s)\n", ret, fi_strerror(-ret));
 	return ret;
+}
+
+/* What each run opens: fabric, domain, AV (FI_AV_TABLE) and CQ over `prov` with `progress`.
+ * 0 or a negative error; `info` stays NULL when there is none for the hints. */
+struct side {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+};
+
+static int open_side(struct side *s, const char *prov, enum fi_progress progress)
+{
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
+	int ret;
+	s->info = rdm_info_progress(prov, progress, &ret);
+	if (!s->info)
+		return ret ? ret : -FI_ENODATA;
+	if ((ret = fi_fabric(s->info->fabric_attr, &s->fabric, NULL)) ||
+	    (ret = fi_domain(s->fabric, s->info, &s->domain, NULL)) ||
+	    (ret = fi_av_open(s->domain, &av_attr, &s->av, NULL)) ||
+	    (ret = fi_cq_open(s->domain, &cq_attr, &s->cq, NULL)))
+		CHECK(0, "opening fabric, domain, AV, CQ over %s: %d (%s)", prov, ret,
+		      fi_strerror(-ret));
+	return ret;
+}
+
+static void close_side(struct side *s)
+{
+	struct fid *fids[] = { s->cq ? &s->cq->fid : NULL, s->av ? &s->av->fid : NULL,
+			       s->domain ? &s->domain->fid : NULL, s->fabric ? &s->fabric->fid : NULL };
+	for (size_t i = 0; i < sizeof(fids) / sizeof(fids[0]); i++)
+		if (fids[i])
+			CHECK_RET(fi_close(fids[i]), 0);
+	fi_freeinfo(s->info);
 }
 
 /* A message from `from` to the target (fi_addr 0), received there. */
@@ -110,35 +137,26 @@ static void one_message(struct fid_ep *target, struct fid_ep *from, struct fid_c
 /* The child: everything in one process, over `prov`. Exit 0 when every check passed. */
 static int run(const char *prov)
 {
-	struct fid_fabric *fabric = NULL;
-	struct fid_domain *domain = NULL;
-	struct fid_av *av = NULL;
-	struct fid_cq *cq = NULL;
+	struct side s = { 0 };
 	struct fid_ep *target = NULL, *ep = NULL;
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
 	char addr[256];
 	size_t addrlen = sizeof(addr);
 	fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
-	int ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0); /* what was printed survives a crash */
-	struct fi_info *info = rdm_info(prov, &ret);
-	if (!info) {
+	int ret = open_side(&s, prov, FI_PROGRESS_UNSPEC);
+	if (!s.info) {
 		printf("%s: no FI_EP_RDM info: %d (%s)\n", prov, ret, fi_strerror(-ret));
 		return 3;
 	}
-	printf("%s: provider %s, fabric %s\n", prov, info->fabric_attr->prov_name,
-	       info->fabric_attr->name);
-	CHECK_RET(fi_fabric(info->fabric_attr, &fabric, NULL), 0);
-	if (fabric)
-		CHECK_RET(fi_domain(fabric, info, &domain, NULL), 0);
-	if (domain)
-		CHECK_RET(fi_av_open(domain, &av_attr, &av, NULL), 0);
-	if (av)
-		CHECK_RET(fi_cq_open(domain, &cq_attr, &cq, NULL), 0);
-	if (!cq)
+	printf("%s: provider %s, fabric %s\n", prov, s.info->fabric_attr->prov_name,
+	       s.info->fabric_attr->name);
+	if (ret)
 		goto out;
+	struct fid_domain *domain = s.domain;
+	struct fid_av *av = s.av;
+	struct fid_cq *cq = s.cq;
+	struct fi_info *info = s.info;
 	CHECK_RET(open_ep(domain, info, av, cq, &target), 0);
 	CHECK_RET(fi_getname(&target->fid, addr, &addrlen), 0);
 	CHECK_RET(fi_av_insert(av, addr, 1, &fi_addr, 0, NULL), 1);
@@ -165,52 +183,8 @@ out:
 		CHECK_RET(fi_close(&ep->fid), 0);
 	if (target)
 		CHECK_RET(fi_close(&target->fid), 0);
-	if (cq)
-		CHECK_RET(fi_close(&cq->fid), 0);
-	if (av)
-		CHECK_RET(fi_close(&av->fid), 0);
-	if (domain)
-		CHECK_RET(fi_close(&domain->fid), 0);
-	if (fabric)
-		CHECK_RET(fi_close(&fabric->fid), 0);
-	fi_freeinfo(info);
+	close_side(&s);
 	return finish("local_peer_close child");
-}
-
-/* What both processes of the second run open: fabric, domain, AV and CQ over rscntr with
- * automatic progress. 0 or a negative error. */
-struct side {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-};
-
-static int open_side(struct side *s)
-{
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
-	int ret;
-	s->info = rdm_info_progress("rscntr", FI_PROGRESS_AUTO, &ret);
-	if (!s->info)
-		return ret ? ret : -FI_ENODATA;
-	if ((ret = fi_fabric(s->info->fabric_attr, &s->fabric, NULL)) ||
-	    (ret = fi_domain(s->fabric, s->info, &s->domain, NULL)) ||
-	    (ret = fi_av_open(s->domain, &av_attr, &s->av, NULL)) ||
-	    (ret = fi_cq_open(s->domain, &cq_attr, &s->cq, NULL)))
-		fprintf(stderr, "opening fabric, domain, AV, CQ: %d (%s)\n", ret, fi_strerror(-ret));
-	return ret;
-}
-
-static void close_side(struct side *s)
-{
-	struct fid *fids[] = { s->cq ? &s->cq->fid : NULL, s->av ? &s->av->fid : NULL,
-			       s->domain ? &s->domain->fid : NULL, s->fabric ? &s->fabric->fid : NULL };
-	for (size_t i = 0; i < sizeof(fids) / sizeof(fids[0]); i++)
-		if (fids[i])
-			CHECK_RET(fi_close(fids[i]), 0);
-	fi_freeinfo(s->info);
 }
 
 /* The sending process: SENDERS endpoints, one after the other, each sends one message to the
@@ -229,7 +203,7 @@ static int run_senders(void)
 		addr[len++] = (unsigned char) v;
 	}
 	CHECK(len > 0, "LOCAL_PEER_TARGET holds no address");
-	if (!len || open_side(&s))
+	if (!len || open_side(&s, "rscntr", FI_PROGRESS_AUTO))
 		goto out;
 	CHECK_RET(fi_av_insert(s.av, addr, 1, &target, 0, NULL), 1);
 	int sent = 0;
@@ -271,7 +245,7 @@ static int run_bound_while_mapping(void)
 	pid_t pid = -1;
 	int received = 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (open_side(&s))
+	if (open_side(&s, "rscntr", FI_PROGRESS_AUTO))
 		goto out;
 	printf("rscntr over %s, data progress %d\n", s.info->fabric_attr->name,
 	       s.info->domain_attr->data_progress);
@@ -339,6 +313,21 @@ out:
 	return finish("local_peer_close bound while mapping");
 }
 
+/* A run over rscntr, in a child: it must exit 0 (not be killed by a signal: a crash in the core)
+ * and print `done`; its output is shown when not. */
+static void held_run(const char *mode, const char *const *extra, int timeout_s, const char *core,
+		     const char *what, const char *done)
+{
+	static char out[65536];
+	int rc = run_self(mode, extra, out, sizeof(out), timeout_s);
+	printf("local_peer_close: %s (%s): exit %d\n", what, core, rc);
+	CHECK(rc == 0, "%s (%s): the run exited %d%s", what, core, rc,
+	      rc > 128 ? " (killed by a signal)" : "");
+	CHECK(strstr(out, done) != NULL, "%s (%s): the run did not finish", what, core);
+	if (rc != 0 || !strstr(out, done))
+		show_child(what, out);
+}
+
 int main(int argc, char **argv)
 {
 	const char *core = getenv("FI_RSCNTR_CORE");
@@ -377,14 +366,8 @@ int main(int argc, char **argv)
 		show_child("the run over the core directly (not held against rscntr)", out);
 
 	const char *layered[] = { "LOCAL_PEER_CLOSE_PROV=rscntr", NULL };
-	rc = run_self("--run", layered, out, sizeof(out), 120);
-	printf("local_peer_close: rscntr over %s: exit %d\n", core, rc);
-	CHECK(rc == 0, "rscntr over %s: the run exited %d%s", core, rc,
-	      rc > 128 ? " (killed by a signal: a closed endpoint's memory read?)" : "");
-	CHECK(strstr(out, "context endpoints opened after one that talked") != NULL,
-	      "rscntr over %s: the rounds did not finish", core);
-	if (rc != 0 || !strstr(out, "context endpoints opened after one that talked"))
-		show_child("the run over rscntr", out);
+	held_run("--run", layered, 120, core, "rscntr over the core",
+		 "context endpoints opened after one that talked");
 
 	/* The second run: rscntr's automatic progress maps senders while endpoints are bound, over
 	 * shm (the visits of bound endpoints are shm's). */
@@ -400,14 +383,7 @@ int main(int argc, char **argv)
 	}
 	fi_freeinfo(info);
 	const char *layered_only[] = { NULL };
-	rc = run_self("--bound-while-mapping", layered_only, out, sizeof(out), 180);
-	printf("local_peer_close: endpoints bound while rscntr(%s) maps senders: exit %d\n", core,
-	       rc);
-	CHECK(rc == 0, "endpoints bound while rscntr(%s) maps senders: the run exited %d%s", core, rc,
-	      rc > 128 ? " (killed by a signal)" : "");
-	CHECK(strstr(out, "endpoints bound and enabled while") != NULL,
-	      "endpoints bound while rscntr(%s) maps senders: the run did not finish", core);
-	if (rc != 0 || !strstr(out, "endpoints bound and enabled while"))
-		show_child("the run with endpoints bound while senders are mapped", out);
+	held_run("--bound-while-mapping", layered_only, 180, core,
+		 "endpoints bound while rscntr maps senders", "endpoints bound and enabled while");
 	return finish("local_peer_close");
 }

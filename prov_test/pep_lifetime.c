@@ -90,17 +90,7 @@ static int eq_event(struct fid_eq *eq, struct fi_eq_cm_entry *entry, int *err)
 /* Waits for one completion on `cq` within WAIT_MS; 0 or a negative error. */
 static int cq_wait(struct fid_cq *cq)
 {
-	double t0 = now_ms();
-	struct fi_cq_entry e;
-	while (now_ms() - t0 < WAIT_MS) {
-		ssize_t r = fi_cq_read(cq, &e, 1);
-		if (r == 1)
-			return 0;
-		if (r != -FI_EAGAIN)
-			return (int) r;
-		usleep(100);
-	}
-	return -FI_ETIMEDOUT;
+	return CQ_WAIT(cq, WAIT_MS);
 }
 
 struct side {
