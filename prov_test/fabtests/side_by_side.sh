@@ -34,6 +34,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 SETS=${FT_SBS_SETS:-unit functional short}
 TEST_TIMEOUT=${FT_SBS_TEST_TIMEOUT:-120} # runfabtests.sh -T: each test process (its default)
+# The unit set's tests are one process each and end within 2 s here; its negative tests give a
+# client a bogus peer name ("fi_rdm g00n13s"), which shm takes as a name and waits on, spinning,
+# on both sides alike until -T: 120 s of two busy processes for a failure known at 30.
+UNIT_TEST_TIMEOUT=${FT_SBS_UNIT_TEST_TIMEOUT:-30}
 RUN_TIMEOUT=${FT_SBS_RUN_TIMEOUT:-1200} # one runfabtests.sh
 PARALLEL=${FT_SBS_PARALLEL:-1}
 ALONE_TRIES=${FT_SBS_ALONE_TRIES:-3} # runs alone of a test that failed over rscntr and passed over the core
@@ -72,11 +76,12 @@ mkdir -p "$LOGS"
 # tests) in <out>, its exit status in <out>.rc. The working directory is a private one:
 # runfabtests.sh keeps its temporary files there.
 run_ft() { # <out> <prov> <core or ""> <set> <exclude file> [runfabtests options...]
-    local out=$1 prov=$2 core=$3 set=$4 excl=$5 dir; shift 5
+    local out=$1 prov=$2 core=$3 set=$4 excl=$5 dir limit=$TEST_TIMEOUT; shift 5
+    [ "$set" = unit ] && limit=$UNIT_TEST_TIMEOUT
     dir=$(mktemp -d "$WORK/cwd.XXXXXX")
     local cmd=(env LD_LIBRARY_PATH="$LF_PREFIX/lib" FI_PROVIDER_PATH="$PROV_DIR")
     [ -n "$core" ] && cmd+=(FI_RSCNTR_CORE="$core")
-    cmd+=(runfabtests.sh -v -T "$TEST_TIMEOUT" -t "$set" -f "$excl" "$@" -s 127.0.0.1 -c 127.0.0.1 "$prov")
+    cmd+=(runfabtests.sh -v -T "$limit" -t "$set" -f "$excl" "$@" -s 127.0.0.1 -c 127.0.0.1 "$prov")
     timeout -k 10 "$RUN_TIMEOUT" unshare -p -f -n -m --mount-proc --kill-child sh -c '
         ip link set lo up && mount -t tmpfs -o size=1g ft-side-by-side /dev/shm && cd "$1" && shift &&
         exec "$@"' sh "$dir" "${cmd[@]}" > "$out" 2>&1
