@@ -673,6 +673,119 @@ fn two_waiters_over_one_source() {
     assert_eq!(c.read(), 2);
 }
 
+/// A member of a room whose core completes from its progress on a timer (rxd retransmitting
+/// what went unacknowledged), not when its fd turns readable: its blocker caps each sleep so that
+/// it is pulled in time. Pulled from `due` on, its counter gets its count.
+struct TimedCore {
+    pipe: Arc<PipeCore>,
+    counter: Arc<Counter>,
+    room: Arc<rscntr::engine::Room>,
+    due: Instant,
+    serial: u64,
+    /// Completes from pulls (false: only its pipe's bytes count, as PipeSource).
+    timed: bool,
+}
+
+impl Source for TimedCore {
+    fn pull(&self) {
+        let mut buf = [0u8; 64];
+        // SAFETY: reads into a live buffer from our own non-blocking pipe.
+        let n = unsafe { libc::read(self.pipe.rd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            self.counter.add(n as u64).unwrap();
+        }
+        if self.timed && Instant::now() >= self.due && self.counter.read() == 0 {
+            self.counter.add(1).unwrap();
+        }
+    }
+    fn wake(&self) -> Wake<'_> {
+        Wake::Block(self)
+    }
+}
+
+impl Blocker for TimedCore {
+    fn prepare(&self) -> Token {
+        Token(0)
+    }
+    fn arm(&self) -> bool {
+        !readable(self.pipe.rd)
+    }
+    fn block(&self, _: Token, kick: &EventFd, until: Option<Instant>) {
+        use std::os::fd::AsRawFd;
+        let limit = until.map(|u| u.saturating_duration_since(Instant::now()));
+        let cap = Duration::from_millis(10);
+        sleep_until_readable(
+            self.pipe.rd,
+            kick.as_raw_fd(),
+            Some(limit.map_or(cap, |l| l.min(cap))),
+        );
+    }
+    fn spin_before_sleep(&self) -> bool {
+        false
+    }
+    fn room(&self) -> Option<&rscntr::engine::Room> {
+        Some(&self.room)
+    }
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.pipe.rd)
+    }
+    fn max_sleep(&self) -> Option<Duration> {
+        Some(Duration::from_millis(10))
+    }
+    fn serial(&self) -> u64 {
+        self.serial
+    }
+}
+
+/// Two members of one room, each with a capped blocker: one whose fd a peer keeps making
+/// readable (a completion every millisecond), one that completes only when pulled after its
+/// time. The cap bounds the time between two pulls of every member, so the second one's wait
+/// ends at its time, not at its timeout, however busy the first one's fd keeps the leader.
+#[test]
+fn a_timed_member_is_pulled_while_another_members_fd_keeps_the_leader_busy() {
+    let room = Arc::new(rscntr::engine::Room::new());
+    let member = |serial: u64, timed: bool, after: Duration| {
+        Arc::new(TimedCore {
+            pipe: PipeCore::spinning_first(false),
+            counter: counter(WaitStrategy::Block),
+            room: room.clone(),
+            due: Instant::now() + after,
+            serial,
+            timed,
+        })
+    };
+    let busy = member(9_000_001, false, Duration::ZERO);
+    let timed = member(9_000_002, true, Duration::from_millis(200));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The busy member waits for more than it gets, and leads first.
+    let b = busy.clone();
+    let busy_waiter =
+        thread::spawn(move || b.counter.wait_with(u64::MAX, Timeout::from_ms(4_000), &*b));
+    thread::sleep(Duration::from_millis(20));
+    let (b, s) = (busy.clone(), stop.clone());
+    let peer = thread::spawn(move || {
+        while !s.load(SeqCst) {
+            b.pipe.complete();
+            thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let t0 = Instant::now();
+    let waited = timed.counter.wait_with(1, Timeout::from_ms(3_000), &*timed);
+    let took = t0.elapsed();
+    stop.store(true, SeqCst);
+    peer.join().unwrap();
+    assert_eq!(
+        waited,
+        Ok(()),
+        "the timed member's wait ended after {took:?}"
+    );
+    assert_eq!(busy_waiter.join().unwrap(), Err(WaitError::TimedOut));
+    assert!(
+        busy.counter.read() > 100,
+        "the busy member's completions were counted"
+    );
+}
+
 /// The progress thread (`engine/progress.rs`) drives a registered domain on its schedule, and
 /// once `unregister` has returned it never touches it again.
 /// The progress thread is one per process: its tests take turns.
