@@ -116,7 +116,9 @@ pub trait Blocker: Sync {
     fn fd(&self) -> Option<RawFd> {
         None
     }
-    /// The longest a thread may sleep in this blocker before pulling again.
+    /// The longest a thread may sleep in this blocker before pulling again; for a room's
+    /// leader, the longest between two pulls of this blocker's source, whatever else ends its
+    /// sleeps sooner (a core that completes from its timers, not its fd).
     fn max_sleep(&self) -> Option<Duration> {
         None
     }

@@ -35,8 +35,9 @@ pub enum Plan {
         /// rxm adds its inner CQ's fd at FI_ENABLE only: a counter bound to an endpoint that
         /// is already enabled gets no fd from it.
         fds_at_enable: bool,
-        /// The longest sleep, so that the core's retransmission timers run (rxd's own waits
-        /// wake for them the same way).
+        /// The longest sleep, and for a room's leader the longest between two pulls of each
+        /// member, so that the core's retransmission timers run (rxd's own waits wake for
+        /// them the same way).
         cap: Option<Duration>,
     },
     CoreWait,
