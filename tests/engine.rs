@@ -504,6 +504,15 @@ impl PipeCore {
         // SAFETY: one byte from a live buffer to our own pipe.
         assert_eq!(unsafe { libc::write(self.wr, b"x".as_ptr().cast(), 1) }, 1);
     }
+    /// What a pull takes off the wire into `counter`.
+    fn take_into(&self, counter: &Counter) {
+        let mut buf = [0u8; 64];
+        // SAFETY: reads into a live buffer from our own non-blocking pipe.
+        let n = unsafe { libc::read(self.rd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            counter.add(n as u64).unwrap();
+        }
+    }
 }
 
 impl Drop for PipeCore {
@@ -541,12 +550,7 @@ struct PipeSource<'a> {
 impl Source for PipeSource<'_> {
     fn pull(&self) {
         self.core.pulls.fetch_add(1, SeqCst);
-        let mut buf = [0u8; 64];
-        // SAFETY: reads into a live buffer from our own non-blocking pipe.
-        let n = unsafe { libc::read(self.core.rd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            self.counter.add(n as u64).unwrap();
-        }
+        self.core.take_into(self.counter);
     }
     fn wake(&self) -> Wake<'_> {
         Wake::Block(self.core)
@@ -688,12 +692,7 @@ struct TimedCore {
 
 impl Source for TimedCore {
     fn pull(&self) {
-        let mut buf = [0u8; 64];
-        // SAFETY: reads into a live buffer from our own non-blocking pipe.
-        let n = unsafe { libc::read(self.pipe.rd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            self.counter.add(n as u64).unwrap();
-        }
+        self.pipe.take_into(&self.counter);
         if self.timed && Instant::now() >= self.due && self.counter.read() == 0 {
             self.counter.add(1).unwrap();
         }
@@ -703,25 +702,24 @@ impl Source for TimedCore {
     }
 }
 
+/// What [`TimedCore`]'s blocker caps each sleep at.
+const TIMED_CAP: Duration = Duration::from_millis(10);
+
+/// The pipe's blocker, each sleep capped.
 impl Blocker for TimedCore {
     fn prepare(&self) -> Token {
-        Token(0)
+        self.pipe.prepare()
     }
     fn arm(&self) -> bool {
-        !readable(self.pipe.rd)
+        self.pipe.arm()
     }
-    fn block(&self, _: Token, kick: &EventFd, until: Option<Instant>) {
-        use std::os::fd::AsRawFd;
-        let limit = until.map(|u| u.saturating_duration_since(Instant::now()));
-        let cap = Duration::from_millis(10);
-        sleep_until_readable(
-            self.pipe.rd,
-            kick.as_raw_fd(),
-            Some(limit.map_or(cap, |l| l.min(cap))),
-        );
+    fn block(&self, token: Token, kick: &EventFd, until: Option<Instant>) {
+        let capped = Instant::now() + TIMED_CAP;
+        self.pipe
+            .block(token, kick, Some(until.map_or(capped, |u| u.min(capped))));
     }
     fn spin_before_sleep(&self) -> bool {
-        false
+        self.pipe.spin_before_sleep()
     }
     fn room(&self) -> Option<&rscntr::engine::Room> {
         Some(&self.room)
@@ -730,7 +728,7 @@ impl Blocker for TimedCore {
         Some(self.pipe.rd)
     }
     fn max_sleep(&self) -> Option<Duration> {
-        Some(Duration::from_millis(10))
+        Some(TIMED_CAP)
     }
     fn serial(&self) -> u64 {
         self.serial
