@@ -8,13 +8,15 @@ LF25=$MPICH_VENV/lib/mpich
 
 # The programs several steps run, built once by scripts/test.sh before any step starts (steps run
 # side by side: two building one file at once would race): the prov_test programs against the
-# 2.1 and the 1.17 headers, and mpi_rscntr.c with each MPI 5 wheel's mpicc.
+# 2.1 and the 1.17 headers, mpi_rscntr.c with each MPI 5 wheel's mpicc, and the shim MPICH's
+# test suite preloads (prov_test/mpi/yield_when_idle.c).
 MPICH_MPI_BIN=$ROOT/target/mpi_rscntr_mpich
 OMPI_MPI_BIN=$ROOT/target/mpi_rscntr_ompi
 build_shared_programs() {
     timeout 900 prov_test/run.sh --build-only &&
     PROV_TEST_ABI=1.17 timeout 900 prov_test/run.sh --build-only &&
     timeout 300 "$MPICH_VENV/bin/mpicc" -O1 -o "$MPICH_MPI_BIN" prov_test/mpi/mpi_rscntr.c &&
+    prov_test/mpi/mpich_testsuite.sh --build-only &&
     timeout 300 "$OMPI_VENV/bin/mpicc" -O1 -o "$OMPI_MPI_BIN" prov_test/mpi/mpi_rscntr.c
 }
 

@@ -4,6 +4,7 @@
 # rscntr and over the same core directly, side by side, with the verdict of the suite's own
 # runtests (" No Errors" and exit 0, each test under hydra's MPIEXEC_TIMEOUT).
 #   prov_test/mpi/mpich_testsuite.sh [--full] [--mpich43] [rxm|shm ...]
+#   prov_test/mpi/mpich_testsuite.sh --build-only   (scripts/test.sh builds the shim once, first)
 # --mpich43 (or MPICH_TS_MPICH=4.3): the suite built against the mpich==4.3.2 wheel
 # ($MPICH43_TESTS, its libfabric 1.22.0) run with that wheel's mpiexec, instead of the MPICH 5
 # wheel's build ($MPICH_TESTS, libfabric 2.5.1); the same routes, lists and verdicts, and the
@@ -27,9 +28,21 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/scripts/env.sh"
 
+# Every rank, both sides, yields its core after a poll that found nothing
+# (prov_test/mpi/yield_when_idle.c says why: 4 ranks busy-polling 2 cores).
+YIELD_SHIM=$ROOT/target/mpich_ts/yield_when_idle.so
+build_yield_shim() {
+    local src=$ROOT/prov_test/mpi/yield_when_idle.c
+    [ -f "$YIELD_SHIM" ] && [ "$YIELD_SHIM" -nt "$src" ] && return 0
+    mkdir -p "${YIELD_SHIM%/*}" &&
+        timeout 120 gcc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$YIELD_SHIM.tmp" "$src" -ldl &&
+        mv "$YIELD_SHIM.tmp" "$YIELD_SHIM"
+}
+
 full=${MPICH_TS_FULL:-0} mpich=${MPICH_TS_MPICH:-5} routes=()
 for a in "$@"; do
     case $a in
+        --build-only) build_yield_shim; exit ;;
         --full) full=1 ;;
         --mpich43) mpich=4.3 ;;
         rxm|shm) routes+=("$a") ;;
@@ -47,6 +60,7 @@ if [ ! -x "$TS/runtests" ] || [ ! -x "$TS/rma/flush" ] || [ ! -x "$TS/threads/rm
     echo "MPICH's test suite is not built in $TS (scripts/setup.sh builds it)"; exit 1
 fi
 [ -f "$PROV_DIR/librscntr-fi.so" ] || { echo "no $PROV_DIR/librscntr-fi.so (scripts/setup.sh)"; exit 1; }
+build_yield_shim || { echo "building $YIELD_SHIM failed"; exit 1; }
 
 # The counter-heavy part of rma/testlist that CI runs: flush, lock/unlock, PSCW, fence,
 # accumulate, atomics (fetch-and-op, compare-and-swap, get_accumulate) and request-based
@@ -88,8 +102,10 @@ RMA_CI_SKIP_43=(put_flush_get acc_flush_get gacc_flush_get fop_flush_get cas_flu
 # Both sides: all traffic through OFI; MPICH's progress loop sleeps 1 us after polls that find
 # nothing (MPIR_CVAR_CH4_PROGRESS_THROTTLE): up to 8 ranks share 2 cores here, and ranks
 # spinning on their CQs starve the one that holds the data (lockcontention2 with 8 ranks ran
-# out of 120 s over tcp;ofi_rxm directly without it, 52 s with it).
-COMMON=(MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 FI_PROVIDER_PATH="$PROV_DIR")
+# out of 120 s over tcp;ofi_rxm directly without it, 52 s with it). MPICH's RMA flush loops poll
+# past that throttle: there the shim (YIELD_SHIM above) yields the core after an empty poll.
+COMMON=(MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 FI_PROVIDER_PATH="$PROV_DIR"
+        LD_PRELOAD="$YIELD_SHIM")
 
 # tcp;ofi_rxm's capability set in MPICH (as scripts/test.sh's MPICH_RXM_SET).
 RXM_SET=(MPIR_CVAR_CH4_OFI_ENABLE_DATA=0 MPIR_CVAR_CH4_OFI_ENABLE_AV_TABLE=0
