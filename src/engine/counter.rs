@@ -753,9 +753,6 @@ impl<S: Store> Counter<S> {
         if !room.many_fds() {
             room.mark_due(None);
         }
-        // When every member was last marked to be pulled: a capped sleep (a core that
-        // retransmits from its progress) pulls them all at least once per cap.
-        let mut all_due_at = Instant::now();
         let result = loop {
             room.drain_kick();
             self.wake.fetch_and(!BLOCKED, SeqCst);
@@ -786,7 +783,6 @@ impl<S: Store> Counter<S> {
                 room.polls_nothing();
                 stuck.nap_on(kick, deadline);
                 room.mark_due(None);
-                all_due_at = Instant::now();
                 continue;
             }
             let shared = sleep.single.is_some_and(|s| std::ptr::addr_eq(s, erased));
@@ -801,13 +797,12 @@ impl<S: Store> Counter<S> {
                     // Which fd ended it is not known here: an early end counts.
                     stuck.slept(slept_from.elapsed(), true);
                     room.mark_due(None);
-                    all_due_at = Instant::now();
                 }
                 Some(_) if !sleep.no_fd => {
                     // The cap bounds the time between two pulls of every member, not one sleep:
                     // sleeps cut short by one member's fd would otherwise leave the others
                     // unpulled, and their core's timers (rxd's retransmissions) unrun.
-                    let cap_left = sleep.cap.map(|c| c.saturating_sub(all_due_at.elapsed()));
+                    let cap_left = sleep.cap.map(|c| c.saturating_sub(room.since_all_due()));
                     let until = source::limit(deadline, cap_left);
                     room.sleep_on_fds(&sleep.members, until, &mut readable);
                     stuck.slept(slept_from.elapsed(), !readable.is_empty());
@@ -815,18 +810,14 @@ impl<S: Store> Counter<S> {
                     // were pulled: pull everybody.
                     let all_due = sleep
                         .cap
-                        .is_some_and(|c| readable.is_empty() || all_due_at.elapsed() >= c);
+                        .is_some_and(|c| readable.is_empty() || room.since_all_due() >= c);
                     room.mark_due((!all_due).then_some(&readable[..]));
-                    if all_due {
-                        all_due_at = Instant::now();
-                    }
                 }
                 _ => {
                     // Nothing to sleep on for every member: nap, bounded.
                     let nap = source::limit(deadline, Some(NO_KICK_NAP));
                     super::sync::nap(nap.unwrap_or(NO_KICK_NAP));
                     room.mark_due(None);
-                    all_due_at = Instant::now();
                 }
             }
         };

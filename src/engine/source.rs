@@ -165,6 +165,9 @@ struct State {
     /// in it, members present or resting (`flat_set.rs`), sorted; empty when the leader does not
     /// sleep in that set.
     flat_held: Vec<u64>,
+    /// When every member was last marked to be pulled ([`Room::mark_due`] with None), by
+    /// whichever member led; None: never.
+    all_due_at: Option<Instant>,
 }
 
 /// Where the threads waiting on the counters of one core domain meet, so that one completion
@@ -749,6 +752,9 @@ impl Room {
     /// timers), every member is pulled in the next round.
     pub(super) fn mark_due(&self, readable: Option<&[std::os::fd::RawFd]>) {
         let mut st = self.state.lock();
+        if readable.is_none() {
+            st.all_due_at = Some(Instant::now());
+        }
         for m in &mut st.members {
             match readable {
                 // SAFETY: a present member's parts are live (see Member).
@@ -760,6 +766,15 @@ impl Room {
                 None => m.fresh = true,
             }
         }
+    }
+
+    /// How long since every member was last marked to be pulled (the longest, if never): what a
+    /// blocker's cap ([`Blocker::max_sleep`]) bounds.
+    pub(super) fn since_all_due(&self) -> Duration {
+        self.state
+            .lock()
+            .all_due_at
+            .map_or(Duration::MAX, |t| t.elapsed())
     }
 
     fn leave(&self, id: u64) {
